@@ -1,0 +1,1 @@
+"""The ZooKeeper wire format (Jute): records, constants, framing. Imports nothing of zkcompat."""

@@ -1,0 +1,1 @@
+"""Client-side recipes on kazoo."""

@@ -1,0 +1,1 @@
+"""The client-facing pipeline: connection, sessions, prep, apply, watches, admin."""

@@ -1,0 +1,1 @@
+"""Deterministic simulation of an ensemble (later issue)."""

@@ -1,0 +1,1 @@
+"""Durability: the txn log and snapshots."""

@@ -1,0 +1,1 @@
+"""The znode tree: deterministic apply(txn), Stat bookkeeping, ACL checks. Imports jute only."""

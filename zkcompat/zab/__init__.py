@@ -1,0 +1,1 @@
+"""Atomic broadcast: sans-I/O peer state machines plus the asyncio transport."""
