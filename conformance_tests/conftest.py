@@ -1,0 +1,89 @@
+"""Real servers as session-scoped fixtures, and one test per @scenario.
+
+Fixtures: `zookeeper` (real ZooKeeper 3.8), `zkcompat` (this checkout),
+`zk_servers` (both, as a ServerPair), `conformance_pair` (reference, candidate)
+for the differential harness. CONFORMANCE_SELFTEST=1 makes the candidate a
+second real ZooKeeper, which proves the scenarios and the normalisation are
+deterministic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import pytest
+
+from .harness import close_admin_clients, run_differential
+from .servers import ServerProcess, start_zkcompat, start_zookeeper, zkcompat_available
+
+TICK_TIME_MS = 200
+SELFTEST = os.environ.get("CONFORMANCE_SELFTEST", "") not in ("", "0")
+
+
+class ServerPair(NamedTuple):
+    zookeeper: ServerProcess
+    zkcompat: ServerProcess
+
+
+def _serve(server: ServerProcess) -> Iterator[ServerProcess]:
+    try:
+        yield server
+    finally:
+        close_admin_clients()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory) -> Iterator[ServerProcess]:
+    yield from _serve(start_zookeeper(tmp_path_factory.mktemp("zookeeper"), TICK_TIME_MS))
+
+
+@pytest.fixture(scope="session")
+def zookeeper_b(tmp_path_factory) -> Iterator[ServerProcess]:
+    """A second real ZooKeeper: the candidate in CONFORMANCE_SELFTEST mode."""
+    yield from _serve(start_zookeeper(tmp_path_factory.mktemp("zookeeper_b"), TICK_TIME_MS))
+
+
+@pytest.fixture(scope="session")
+def zkcompat(tmp_path_factory) -> Iterator[ServerProcess]:
+    if not zkcompat_available():
+        pytest.fail("zkcompat/__main__.py is missing: `python -m zkcompat serve` cannot run")
+    yield from _serve(start_zkcompat(tmp_path_factory.mktemp("zkcompat"), TICK_TIME_MS))
+
+
+@pytest.fixture(scope="session")
+def zk_servers(zookeeper, zkcompat) -> ServerPair:
+    return ServerPair(zookeeper, zkcompat)
+
+
+@pytest.fixture(scope="session")
+def conformance_pair(request) -> tuple[ServerProcess, ServerProcess]:
+    reference = request.getfixturevalue("zookeeper")
+    candidate = request.getfixturevalue("zookeeper_b" if SELFTEST else "zkcompat")
+    return reference, candidate
+
+
+def _scenario_test(sc):
+    def test(conformance_pair) -> None:
+        run_differential(sc, *conformance_pair)
+
+    test.__name__ = sc.name
+    test.__doc__ = sc.doc
+    test.pytestmark = [pytest.mark.timeout(sc.timeout_s), pytest.mark.conformance]
+    return test
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    """Collect every @scenario function, whatever its name, as one test."""
+    sc = getattr(obj, "__conformance_scenario__", None)
+    if sc is None or not isinstance(collector, pytest.Module):
+        return None
+    return pytest.Function.from_parent(collector, name=name, callobj=_scenario_test(sc))
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "conformance: a differential scenario, ZooKeeper vs zkcompat"
+    )
