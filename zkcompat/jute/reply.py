@@ -1,0 +1,43 @@
+"""Complete framed replies and notifications in one bytes object: the server's hot path."""
+
+from __future__ import annotations
+
+from struct import Struct
+from typing import Protocol
+
+from zkcompat.jute.constants import NOTIFICATION_XID
+from zkcompat.jute.text import java_utf8_encode
+
+# length prefix + ReplyHeader{int xid; long zxid; int err}
+_FRAMED_REPLY_HEADER = Struct(">iiqi")
+_REPLY_HEADER_BYTES = 16
+# length prefix + ReplyHeader + WatcherEvent{int type; int state; ustring path} up to the path
+_FRAMED_NOTIFICATION_HEAD = Struct(">iiqiiii")
+_NOTIFICATION_FIXED_BYTES = _FRAMED_NOTIFICATION_HEAD.size - 4
+
+
+class Encodable(Protocol):
+    def encode(self, out: bytearray) -> None: ...
+
+
+def encode_reply(xid: int, zxid: int, err: int, body: Encodable | None = None) -> bytes:
+    """Length prefix + ReplyHeader(xid, zxid, err) + body (nothing when body is None)."""
+    if body is None:
+        return _FRAMED_REPLY_HEADER.pack(_REPLY_HEADER_BYTES, xid, zxid, err)
+    out = bytearray(_FRAMED_REPLY_HEADER.size)
+    body.encode(out)
+    _FRAMED_REPLY_HEADER.pack_into(out, 0, len(out) - 4, xid, zxid, err)
+    return bytes(out)
+
+
+def encode_notification(event_type: int, state: int, path: str | None, zxid: int = -1) -> bytes:
+    """The framed watch notification: ReplyHeader(NOTIFICATION_XID, zxid, 0) + WatcherEvent."""
+    if path is None:
+        return _FRAMED_NOTIFICATION_HEAD.pack(
+            _NOTIFICATION_FIXED_BYTES, NOTIFICATION_XID, zxid, 0, event_type, state, -1
+        )
+    raw = path.encode() if path.isascii() else java_utf8_encode(path)
+    n = len(raw)
+    return _FRAMED_NOTIFICATION_HEAD.pack(
+        _NOTIFICATION_FIXED_BYTES + n, NOTIFICATION_XID, zxid, 0, event_type, state, n
+    ) + raw
