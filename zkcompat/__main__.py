@@ -1,0 +1,3 @@
+from zkcompat.cli import main
+
+main()

@@ -1,0 +1,70 @@
+"""The `zkcompat` command."""
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from zkcompat import config as zkconfig
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group()
+def main() -> None:
+    """zkcompat: a coordination server that speaks the ZooKeeper client protocol."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="A ZooKeeper zoo.cfg.")
+@click.option("--port", type=int, help="clientPort (overrides the config).")
+@click.option("--address", help="clientPortAddress (overrides the config).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="dataDir (overrides the config).")
+@click.option("--log-level", default="info", show_default=True)
+def serve(config_path, port, address, data_dir, log_level) -> None:
+    """Run a standalone server (defaults: 127.0.0.1:2181, data under ./data)."""
+    _setup_logging(log_level)
+    overrides = {}
+    if config_path is None:
+        overrides = {"clientPortAddress": "127.0.0.1", "dataDir": "data"}
+    if port is not None:
+        overrides["clientPort"] = str(port)
+    if address is not None:
+        overrides["clientPortAddress"] = address
+    if data_dir is not None:
+        overrides["dataDir"] = str(data_dir)
+    try:
+        cfg = zkconfig.load(config_path, overrides)
+    except zkconfig.ConfigError as e:
+        raise click.ClickException(f"bad configuration: {e}") from None
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import uvloop  # noqa: PLC0415
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    from zkcompat.node import serve as run_server  # noqa: PLC0415
+
+    click.echo(f"zkcompat listening on {cfg.client_port_address}:{cfg.client_port} "
+               f"(standalone, dataDir {cfg.data_dir})", err=True)
+    try:
+        runner(run_server(cfg))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        raise click.ClickException(f"cannot listen on {cfg.client_port_address}:"
+                                   f"{cfg.client_port}: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""One client connection: framing, handshake, pings, auth, and coalesced writes.
+
+Everything a client sends is decoded here exactly once and handed to the pipeline as a
+Request. Replies are queued and written with one transport.write per event-loop turn.
+A protocol violation closes this connection (with a logged reason) and nothing else.
+"""
+
+import asyncio
+import logging
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, KeeperState, OpCode
+from zkcompat.jute.errors import JuteError
+from zkcompat.jute.framing import FrameError, FrameReader, frame
+from zkcompat.jute.multi import decode_multi_request
+from zkcompat.jute.reply import encode_notification, encode_reply
+from zkcompat.server.request import Request
+from zkcompat.server.sessions import PASSWD_BYTES, session_password
+from zkcompat.tree.acl import SUPER_ID, digest_id
+
+log = logging.getLogger(__name__)
+
+# Request record per op code for ops that are not multi (ZooKeeperServer / FinalRequestProcessor).
+REQUEST_RECORD = {
+    OpCode.CREATE: r.CreateRequest,
+    OpCode.CREATE2: r.CreateRequest,
+    OpCode.CREATE_CONTAINER: r.CreateRequest,
+    OpCode.CREATE_TTL: r.CreateTTLRequest,
+    OpCode.DELETE: r.DeleteRequest,
+    OpCode.EXISTS: r.ExistsRequest,
+    OpCode.GET_DATA: r.GetDataRequest,
+    OpCode.SET_DATA: r.SetDataRequest,
+    OpCode.GET_ACL: r.GetACLRequest,
+    OpCode.SET_ACL: r.SetACLRequest,
+    OpCode.GET_CHILDREN: r.GetChildrenRequest,
+    OpCode.GET_CHILDREN2: r.GetChildren2Request,
+    OpCode.CHECK: r.CheckVersionRequest,
+    OpCode.SYNC: r.SyncRequest,
+    OpCode.SET_WATCHES: r.SetWatches,
+    OpCode.GET_EPHEMERALS: r.GetEphemeralsRequest,
+    OpCode.GET_ALL_CHILDREN_NUMBER: r.GetAllChildrenNumberRequest,
+}
+NO_BODY_OPS = frozenset((OpCode.PING, OpCode.CLOSE_SESSION, OpCode.WHO_AM_I))
+MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
+
+# Frames a client may pipeline after its ConnectRequest, before the session exists.
+PRE_SESSION_FRAMES_MAX = 1000
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server):
+        self.server = server  # the ServerContext: pipeline, config, admin, connections
+        self.pipeline = server.pipeline
+        self.transport = None
+        self.remote = "?"
+        self.auth_ids: list[tuple[str, str]] = []
+        self.session = None
+        self.watched_paths: set[str] = set()
+        self.reader = FrameReader(server.config.jute_maxbuffer)
+        self._state = "handshake"  # -> "waiting" (for the session txn) -> "open" -> "closed"
+        self._client_readonly_byte = False
+        self._pending_frames: list = []
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._close_after_flush = False
+        self._paused = False
+        self.stats = {"received": 0, "sent": 0}
+
+    # -- asyncio.Protocol ---------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if peer else "0.0.0.0"
+        self.remote = f"{host}:{peer[1]}" if peer else "?"
+        # Every connection is authenticated by its address (NIOServerCnxn adds ("ip", addr)).
+        self.auth_ids.append(("ip", host))
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self._state = "closed"
+        self.server.connections.discard(self)
+        self.pipeline.watches.remove_watcher(self)
+        if self.session is not None and self.session.cnxn is self:
+            self.session.cnxn = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._state == "closed":
+            return
+        if self._state == "handshake" and not self.reader.buffered_bytes and len(data) >= 4:
+            cmd = bytes(data[:4])
+            if self.server.admin.is_four_letter_word(cmd):
+                self._four_letter_word(cmd.decode("ascii"))
+                return
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            for f in e.frames:
+                self._on_frame(f)
+            self.close(f"bad frame: {e}")
+            return
+        for f in frames:
+            self._on_frame(f)
+            if self._state == "closed":
+                return
+
+    def pause_writing(self) -> None:
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._resume_reading()
+
+    # -- output ---------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        if self._state == "closed":
+            return
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._state == "closed" or self.transport is None:
+            return
+        out = self._out
+        if out:
+            self.stats["sent"] += len(out)
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+        if self._close_after_flush:
+            self._state = "closed"
+            self.transport.close()
+            return
+        if self._paused and self.session is not None and (
+            len(self.session.queue) < self.server.config.outstanding_requests_max // 2
+        ):
+            self._resume_reading()
+
+    def notify(self, event_type: int, path: str, zxid: int) -> None:
+        self.send(encode_notification(event_type, KeeperState.SYNC_CONNECTED, path, zxid))
+
+    def close_after_flush(self, reason: str) -> None:
+        if self._state == "closed":
+            return
+        log.info("event=connection_close remote=%s reason=%r", self.remote, reason)
+        self._close_after_flush = True
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def close(self, reason: str) -> None:
+        if self._state == "closed":
+            return
+        log.warning("event=connection_close remote=%s reason=%r", self.remote, reason)
+        self._state = "closed"
+        if self.transport is not None:
+            self.transport.close()
+
+    def _pause_reading(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._paused and self.transport is not None and self._state != "closed":
+            self._paused = False
+            self.transport.resume_reading()
+
+    # -- input ----------------------------------------------------------------------
+
+    def _on_frame(self, payload) -> None:
+        self.stats["received"] += 1
+        if self._state == "open":
+            self._on_request(payload)
+        elif self._state == "handshake":
+            self._on_connect(payload)
+        elif self._state == "waiting":
+            if len(self._pending_frames) >= PRE_SESSION_FRAMES_MAX:
+                self.close("too many requests before the session was established")
+                return
+            self._pending_frames.append(payload)
+
+    def _on_connect(self, payload) -> None:
+        try:
+            req = r.ConnectRequest.from_bytes(payload)
+        except JuteError as e:
+            self.close(f"malformed ConnectRequest: {e}")
+            return
+        pipeline = self.pipeline
+        cfg = self.server.config
+        self._client_readonly_byte = req.readOnly is not None
+        if req.lastZxidSeen > pipeline.tree.last_processed_zxid:
+            self.close(
+                f"client has seen zxid 0x{req.lastZxidSeen:x}, ours is "
+                f"0x{pipeline.tree.last_processed_zxid:x}: client must try another server"
+            )
+            return
+        timeout = min(max(req.timeOut, cfg.min_session_timeout_ms), cfg.max_session_timeout_ms)
+        if req.sessionId == 0:
+            self._state = "waiting"
+            self.session = pipeline.create_session(self, timeout)
+            return
+        session = pipeline.tracker.sessions.get(req.sessionId)
+        passwd = req.passwd or b""
+        if session is None or session.closing or passwd != session_password(req.sessionId):
+            log.info("event=session_reopen_refused session=0x%x remote=%s", req.sessionId,
+                     self.remote)
+            self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
+            self._close_after_flush = True
+            self._state = "closed"
+            self.transport.close()
+            return
+        old = session.cnxn
+        if old is not None and old is not self:
+            old.close_after_flush("client reconnected on another connection")
+        session.cnxn = self
+        session.timeout_ms = timeout
+        pipeline.touch(session)
+        self.session = session
+        self._state = "open"
+        self.send(self._connect_response_bytes(session.session_id, timeout,
+                                               session_password(session.session_id)))
+
+    def connect_response(self, session_id: int, timeout_ms: int) -> bytes:
+        """The reply to our createSession txn once applied: the session is open."""
+        self._state = "open"
+        if self._pending_frames:
+            asyncio.get_running_loop().call_soon(self._drain_pending)
+        return self._connect_response_bytes(session_id, timeout_ms, session_password(session_id))
+
+    def _connect_response_bytes(self, session_id, timeout_ms, passwd) -> bytes:
+        readonly = False if self._client_readonly_byte else None
+        return frame(r.ConnectResponse(0, timeout_ms, session_id, passwd, readonly).to_bytes())
+
+    def _drain_pending(self) -> None:
+        frames, self._pending_frames = self._pending_frames, []
+        for f in frames:
+            if self._state != "open":
+                return
+            self._on_request(f)
+
+    def _on_request(self, payload) -> None:
+        session = self.session
+        pipeline = self.pipeline
+        try:
+            hdr, off = r.RequestHeader.decode(payload, 0)
+        except JuteError as e:
+            self.close(f"malformed RequestHeader: {e}")
+            return
+        pipeline.touch(session)
+        op = hdr.type
+        xid = hdr.xid
+        cls = REQUEST_RECORD.get(op)
+        record = None
+        try:
+            if cls is not None:
+                record, _ = cls.decode(payload, off)
+            elif op in MULTI_OPS:
+                record, _ = decode_multi_request(payload, off)
+            elif op == OpCode.AUTH:
+                self._on_auth(xid, payload, off)
+                return
+            elif op not in NO_BODY_OPS:
+                self._unimplemented(xid, op)
+                return
+        except JuteError as e:
+            # A body we cannot parse gets MARSHALLINGERROR in the session's order (as
+            # ZooKeeper's request processors answer an IOException), not a dead connection.
+            log.info("event=marshalling_error session=0x%x op=%d reason=%r",
+                     session.session_id, op, str(e))
+            req = Request(session.session_id, xid, OpCode.SYNC, None, self, self.auth_ids)
+            pipeline.submit(session, req)
+            return
+        if op == OpCode.CLOSE_SESSION:
+            if session.closing:
+                return
+        pipeline.submit(session, Request(session.session_id, xid, op, record, self, self.auth_ids))
+        if len(session.queue) >= self.server.config.outstanding_requests_max:
+            self._pause_reading()
+
+    def _on_auth(self, xid: int, payload, off: int) -> None:
+        try:
+            packet, _ = r.AuthPacket.decode(payload, off)
+        except JuteError as e:
+            self.close(f"malformed AuthPacket: {e}")
+            return
+        err = Code.AUTHFAILED
+        if packet.scheme == "digest" and packet.auth is not None:
+            ident = digest_id(packet.auth.decode("utf-8", "replace"))
+            if ident == self.server.config.super_digest:
+                self.auth_ids.append(SUPER_ID)
+            if ("digest", ident) not in self.auth_ids:
+                self.auth_ids.append(("digest", ident))
+            err = Code.OK
+        if err != Code.OK:
+            log.warning("event=auth_failed scheme=%r remote=%s", packet.scheme, self.remote)
+            self.send(encode_reply(xid, 0, err, None))
+            self.close_after_flush("authentication failed")
+            return
+        req = Request(self.session.session_id, xid, OpCode.AUTH, err, self, self.auth_ids)
+        self.pipeline.submit(self.session, req)
+
+    def _unimplemented(self, xid: int, op: int) -> None:
+        log.warning("event=unknown_op op=%d remote=%s action=close", op, self.remote)
+        self.send(encode_reply(xid, self.pipeline.tree.last_processed_zxid, Code.UNIMPLEMENTED,
+                               None))
+        self.close_after_flush(f"unknown op code {op}")
+
+    def _four_letter_word(self, cmd: str) -> None:
+        text = self.server.admin.four_letter_word(cmd, self)
+        self.transport.write(text.encode("utf-8"))
+        self._state = "closed"
+        self.transport.close()

@@ -1,0 +1,242 @@
+"""The request pipeline of one server: submit → prep → ZAB peer → log → apply → watches → reply.
+
+Writes go through prep (leader) into a Txn, are proposed, made durable by group commit,
+committed and applied in zxid order; the reply goes out after apply. Reads run on the
+local tree, but never before an earlier request of the same session has been answered:
+each session keeps one FIFO of unanswered requests, so replies leave in request order.
+"""
+
+import asyncio
+import logging
+import time
+from collections import deque
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, OpCode
+from zkcompat.jute.multi import encode_multi_response
+from zkcompat.jute.reply import encode_reply
+from zkcompat.server.prep import Prep
+from zkcompat.server.reads import READ
+from zkcompat.server.request import Request
+from zkcompat.server.sessions import Session, SessionTracker, session_password
+from zkcompat.server.watches import WatchManager
+from zkcompat.tree.datatree import ApplyResult, DataTree
+from zkcompat.tree.errors import KeeperError
+from zkcompat.zab.peer import Effects, Peer
+
+log = logging.getLogger(__name__)
+
+
+class _MultiBody:
+    """Adapts a list of multi results to the record interface encode_reply expects."""
+
+    __slots__ = ("results",)
+
+    def __init__(self, results):
+        self.results = results
+
+    def encode(self, out: bytearray) -> None:
+        encode_multi_response(out, self.results)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _mono_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Pipeline:
+    def __init__(self, tree: DataTree, peer: Peer, txn_log, tick_ms: int, server_id: int = 0,
+                 extended_types: bool = False):
+        self.tree = tree
+        self.peer = peer
+        self.txn_log = txn_log
+        self.watches = WatchManager()
+        self.tracker = SessionTracker(tick_ms, server_id, _wall_ms())
+        self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types)
+        self._proposed: deque[Request] = deque()  # writes proposed, not yet applied, zxid order
+        self._sync_task: asyncio.Task | None = None
+        self.stats = {"packets_received": 0, "packets_sent": 0, "outstanding": 0}
+
+    # -- entry points -------------------------------------------------------------
+
+    def create_session(self, cnxn, timeout_ms: int) -> Session:
+        session = Session(self.tracker.next_session_id(), timeout_ms)
+        session.cnxn = cnxn
+        self.tracker.add(session, _mono_ms())
+        req = Request(session.session_id, 0, OpCode.CREATE_SESSION,
+                      r.CreateSessionTxn(timeout_ms), cnxn, [])
+        self.submit(session, req)
+        return session
+
+    def submit(self, session: Session, req: Request) -> None:
+        """Take one request of `session`; its reply will be sent in the session's order."""
+        if req.is_write:
+            req.txn = self.prep.prepare(req)
+            session.queue.append(req)
+            self._proposed.append(req)
+            self._obey(self.peer.propose(req.txn))
+        elif session.queue:
+            session.queue.append(req)
+        else:
+            self._answer(req, self._execute_read(req))
+
+    def expire_sessions(self) -> None:
+        """Called every tick: submit a closeSession for each session past its deadline."""
+        for session in self.tracker.expired(_mono_ms()):
+            log.info("event=session_expired session=0x%x timeout_ms=%d",
+                     session.session_id, session.timeout_ms)
+            self.submit(session, Request(session.session_id, 0, OpCode.CLOSE_SESSION, None,
+                                         None, []))
+
+    def touch(self, session: Session) -> None:
+        self.tracker.touch(session, _mono_ms())
+
+    # -- effects of the peer ------------------------------------------------------
+
+    def _obey(self, effects: Effects) -> None:
+        if effects.persist:
+            self.txn_log.append(effects.persist)
+            if self._sync_task is None:
+                self._sync_task = asyncio.get_running_loop().create_task(self._group_commit())
+        # effects.send: no other peers yet (an ensemble of one).
+        for txn in effects.deliver:
+            self._apply(txn)
+
+    async def _group_commit(self) -> None:
+        """One sync covers every txn appended before it started; the next gathers meanwhile."""
+        try:
+            while self.txn_log.has_unsynced:
+                zxid = await self.txn_log.sync()
+                self._obey(self.peer.on_persisted(zxid))
+        except Exception:
+            # A log we cannot sync must never acknowledge a write: stop serving writes.
+            log.exception("event=txn_log_sync_failed action=stop")
+            raise SystemExit(3) from None
+        finally:
+            self._sync_task = None
+
+    # -- apply and answer ---------------------------------------------------------
+
+    def _apply(self, txn) -> None:
+        rc = self.tree.apply(txn)
+        self.prep.applied(txn.zxid)
+        if rc.events:
+            self.watches.trigger(rc.events, txn.zxid)
+        req = self._proposed.popleft()
+        assert req.txn is txn, "commits must arrive in proposal order"
+        if txn.hdr.type == OpCode.CLOSE_SESSION or req.type == OpCode.CLOSE_SESSION:
+            self._finish_close(req)
+        session = self.tracker.sessions.get(req.session_id)
+        reply = self._write_reply(req, rc)
+        if session is None:
+            if req.cnxn is not None and reply is not None:
+                req.cnxn.send(reply)
+            return
+        head = session.queue.popleft()
+        assert head is req, "a session's writes complete in its request order"
+        self._answer(req, reply)
+        queue = session.queue
+        while queue and not queue[0].is_write:
+            read = queue.popleft()
+            self._answer(read, self._execute_read(read))
+
+    def _finish_close(self, req: Request) -> None:
+        session = self.tracker.sessions.get(req.session_id)
+        if session is None:
+            return
+        # Answer what is still queued behind the close, then forget the session.
+        cnxn = session.cnxn
+        self.tracker.remove(req.session_id)
+        session.queue.clear()
+        if cnxn is not None and cnxn is not req.cnxn:
+            cnxn.close_after_flush("session closed")
+        if req.cnxn is not None:
+            reply = encode_reply(req.xid, self.tree.last_processed_zxid, 0, None)
+            req.cnxn.send(reply)
+            req.cnxn.close_after_flush("client closed session")
+        req.cnxn = None
+
+    def _answer(self, req: Request, reply: bytes | None) -> None:
+        cnxn = req.cnxn
+        if cnxn is not None and reply is not None:
+            cnxn.send(reply)
+
+    def _write_reply(self, req: Request, rc: ApplyResult) -> bytes | None:
+        if req.cnxn is None:
+            return None
+        zxid = self.tree.last_processed_zxid
+        if req.type == OpCode.CREATE_SESSION:
+            return req.cnxn.connect_response(req.session_id, req.record.timeOut)
+        hdr_type = req.txn.hdr.type
+        if hdr_type == OpCode.ERROR:
+            return encode_reply(req.xid, zxid, rc.err, None)
+        build = WRITE_REPLY.get(hdr_type)
+        body = build(rc) if build is not None else None
+        err = 0 if hdr_type == OpCode.MULTI else rc.err
+        return encode_reply(req.xid, zxid, err, body if not err else None)
+
+    def _execute_read(self, req: Request) -> bytes | None:
+        if req.cnxn is None:
+            return None
+        zxid = self.tree.last_processed_zxid
+        if req.type == OpCode.PING:
+            return encode_reply(req.xid, zxid, 0, None)
+        if req.type == OpCode.AUTH:
+            return encode_reply(req.xid, 0, req.record, None)  # result decided at receipt
+        try:
+            if req.record is None and req.type not in (OpCode.WHO_AM_I,):
+                raise KeeperError(Code.MARSHALLINGERROR)
+            body = READ[req.type](self, req, req.record, req.cnxn)
+        except KeeperError as e:
+            return encode_reply(req.xid, zxid, e.code, None)
+        if req.type == OpCode.MULTI_READ:
+            body = _MultiBody(body)
+        return encode_reply(req.xid, zxid, 0, body)
+
+
+def _create_reply(rc):
+    return r.CreateResponse(rc.path)
+
+
+def _create2_reply(rc):
+    return r.Create2Response(rc.path, rc.stat)
+
+
+def _stat_reply(cls):
+    return lambda rc: cls(rc.stat)
+
+
+def _multi_reply(rc):
+    results = []
+    for sub in rc.multi:
+        t = sub.type
+        if t == OpCode.ERROR:
+            results.append((OpCode.ERROR, r.ErrorResponse(sub.err)))
+        else:
+            build = MULTI_RESULT.get(t)
+            results.append((t, build(sub) if build is not None else None))
+    return _MultiBody(results)
+
+
+WRITE_REPLY = {
+    OpCode.CREATE: _create_reply,
+    OpCode.CREATE2: _create2_reply,
+    OpCode.CREATE_CONTAINER: _create2_reply,
+    OpCode.CREATE_TTL: _create2_reply,
+    OpCode.SET_DATA: _stat_reply(r.SetDataResponse),
+    OpCode.SET_ACL: _stat_reply(r.SetACLResponse),
+    OpCode.MULTI: _multi_reply,
+}
+
+MULTI_RESULT = {
+    OpCode.CREATE: _create_reply,
+    OpCode.CREATE2: _create2_reply,
+    OpCode.CREATE_CONTAINER: _create2_reply,
+    OpCode.CREATE_TTL: _create2_reply,
+    OpCode.SET_DATA: _stat_reply(r.SetDataResponse),
+}
+
+__all__ = ["Pipeline", "session_password"]

@@ -1,0 +1,332 @@
+"""Prep: the leader turns a write request into a Txn, validated against the future state.
+
+Validation sees the tree as it will be once every outstanding (proposed, not yet
+applied) txn is applied: each prepared txn leaves ChangeRecords for the paths it
+touches, dropped once that txn is applied (ZooKeeper's outstandingChanges).
+A failed write still becomes a Txn (an ErrorTxn with its own zxid), as in ZooKeeper.
+"""
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, CreateMode, OpCode, Perms
+from zkcompat.tree.acl import check_acl, fixup_acl
+from zkcompat.tree.datatree import (
+    CONTAINER_EPHEMERAL_OWNER,
+    MAX_TTL_MS,
+    DataTree,
+    is_session_owner,
+    ttl_ephemeral_owner,
+)
+from zkcompat.tree.errors import KeeperError
+from zkcompat.tree.paths import SPECIAL_PATHS, split_parent, validate_path
+from zkcompat.tree.txn import Txn
+
+_SEQUENTIAL = frozenset((CreateMode.PERSISTENT_SEQUENTIAL, CreateMode.EPHEMERAL_SEQUENTIAL,
+                         CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
+_EPHEMERAL = frozenset((CreateMode.EPHEMERAL, CreateMode.EPHEMERAL_SEQUENTIAL))
+_TTL = frozenset((CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
+
+
+class ChangeRecord:
+    """The predicted state of one path after the outstanding txns (None fields: deleted)."""
+
+    __slots__ = ("zxid", "path", "exists", "version", "cversion", "aversion", "ephemeral_owner",
+                 "child_count", "acl", "data")
+
+    def __init__(self, zxid, path, exists, version=0, cversion=0, aversion=0, ephemeral_owner=0,
+                 child_count=0, acl=(), data=None):
+        self.zxid = zxid
+        self.path = path
+        self.exists = exists
+        self.version = version
+        self.cversion = cversion
+        self.aversion = aversion
+        self.ephemeral_owner = ephemeral_owner
+        self.child_count = child_count
+        self.acl = acl
+        self.data = data
+
+    def duplicate(self, zxid: int) -> "ChangeRecord":
+        return ChangeRecord(zxid, self.path, self.exists, self.version, self.cversion,
+                            self.aversion, self.ephemeral_owner, self.child_count, self.acl,
+                            self.data)
+
+
+def _next_version(current: int, expected: int, path: str) -> int:
+    """checkAndIncVersion; skips -1 on wrap-around (ZOOKEEPER-4743)."""
+    if expected != -1 and expected != current:
+        raise KeeperError(Code.BADVERSION, path)
+    nxt = current + 1
+    if nxt > 0x7FFFFFFF:
+        nxt -= 1 << 32
+    return 0 if nxt == -1 else nxt
+
+
+def _parent_for_delete(path: str) -> str:
+    """getParentPathAndValidate: BADARGUMENTS for no slash, NUL, or a special path."""
+    if path is None or "/" not in path or "\0" in path or path in SPECIAL_PATHS:
+        raise KeeperError(Code.BADARGUMENTS, path)
+    return split_parent(path)[0]
+
+
+class Prep:
+    """PrepRequestProcessor. `next_zxid` and `now_ms` come from the leader's shell."""
+
+    def __init__(self, tree: DataTree, next_zxid, now_ms, extended_types: bool = False):
+        self.tree = tree
+        self._next_zxid = next_zxid
+        self._now_ms = now_ms
+        self.extended_types = extended_types
+        self._changes: dict[str, ChangeRecord] = {}  # latest outstanding record per path
+        self._order: list[ChangeRecord] = []  # every outstanding record, in zxid order
+        self._closing: dict[int, int] = {}  # session id -> zxid of its prepared closeSession
+
+    # -- outstanding changes ------------------------------------------------------
+
+    def _record(self, path: str) -> ChangeRecord:
+        """getRecordForPath: outstanding change, else the tree; NONODE if it does not exist."""
+        cr = self._changes.get(path)
+        if cr is None:
+            node = self.tree.nodes.get(path)
+            if node is None:
+                raise KeeperError(Code.NONODE, path)
+            return ChangeRecord(-1, path, True, node.version, node.cversion, node.aversion,
+                                node.ephemeralOwner, node.num_children, node.acl, node.data)
+        if not cr.exists:
+            raise KeeperError(Code.NONODE, path)
+        return cr
+
+    def _exists(self, path: str) -> bool:
+        cr = self._changes.get(path)
+        return cr.exists if cr is not None else path in self.tree.nodes
+
+    def _commit_records(self, pending: list) -> None:
+        for cr in pending:
+            self._changes[cr.path] = cr
+            self._order.append(cr)
+
+    def applied(self, zxid: int) -> None:
+        """Txns up to `zxid` are in the tree: their predictions are now plain facts."""
+        order = self._order
+        i = 0
+        while i < len(order) and order[i].zxid <= zxid:
+            cr = order[i]
+            if self._changes.get(cr.path) is cr:
+                del self._changes[cr.path]
+            i += 1
+        if i:
+            del order[:i]
+        if self._closing:
+            for sid in [s for s, z in self._closing.items() if z <= zxid]:
+                del self._closing[sid]
+
+    # -- the entry point ----------------------------------------------------------
+
+    def prepare(self, req) -> Txn:
+        """Build the Txn for a write request; errors become an ErrorTxn with its own zxid."""
+        zxid = self._next_zxid()
+        hdr = r.TxnHeader(req.session_id, req.xid, zxid, self._now_ms(), req.type)
+        pending: list[ChangeRecord] = []
+        try:
+            if req.type == OpCode.MULTI:
+                body = self._prep_multi(req, zxid, pending)
+            else:
+                body = PREP[req.type](self, req, req.record, req.type, zxid, pending)
+        except KeeperError as e:
+            hdr.type = OpCode.ERROR
+            return Txn(hdr, r.ErrorTxn(e.code))
+        self._commit_records(pending)
+        return Txn(hdr, body)
+
+    def _prep_multi(self, req, zxid, pending) -> list:
+        body = []
+        failed = False
+        for op_type, op in req.record:
+            if failed:
+                body.append((OpCode.ERROR, r.ErrorTxn(Code.RUNTIMEINCONSISTENCY)))
+                continue
+            fn = PREP.get(op_type)
+            sub_pending: list[ChangeRecord] = []
+            try:
+                if fn is None or op_type in (OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION):
+                    raise KeeperError(Code.UNIMPLEMENTED)
+                sub = fn(self, req, op, op_type, zxid, sub_pending)
+            except KeeperError as e:
+                failed = True
+                # Roll back: nothing this multi predicted may outlive it.
+                pending.clear()
+                body.append((OpCode.ERROR, r.ErrorTxn(e.code)))
+                continue
+            # Later ops of the same multi see this op's effect.
+            pending.extend(sub_pending)
+            for cr in sub_pending:
+                self._changes[cr.path] = cr
+            body.append((op_type, sub))
+        if failed:
+            self._restore_after_failed_multi(body, req.record)
+        return body
+
+    def _restore_after_failed_multi(self, body, ops) -> None:
+        # Ops that succeeded before the failure were written into _changes directly; put
+        # the records back to what the committed outstanding list says (rollbackPendingChanges).
+        touched = set()
+        for _, op in ops:
+            path = getattr(op, "path", None)
+            if isinstance(path, str):
+                touched.add(path)
+                if "/" in path:
+                    touched.add(split_parent(path)[0])
+        for path in touched:
+            self._changes.pop(path, None)
+        for cr in self._order:
+            if cr.path in touched:
+                self._changes[cr.path] = cr
+
+    # -- one function per op ------------------------------------------------------
+
+    def _check_session(self, req) -> None:
+        if req.session_id not in self.tree.sessions or req.session_id in self._closing:
+            raise KeeperError(Code.SESSIONEXPIRED)
+
+    def prep_create(self, req, rec, op_type, zxid, pending):
+        ttl = rec.ttl if isinstance(rec, r.CreateTTLRequest) else -1
+        path = rec.path
+        try:
+            mode = CreateMode(rec.flags)
+        except ValueError:
+            raise KeeperError(Code.BADARGUMENTS, path) from None
+        if op_type == OpCode.CREATE_CONTAINER:
+            mode = CreateMode.CONTAINER
+        # validateCreateRequest
+        if mode in _TTL and not self.extended_types:
+            raise KeeperError(Code.UNIMPLEMENTED, path)
+        if mode in _TTL:
+            if not 0 < ttl <= MAX_TTL_MS:
+                raise KeeperError(Code.BADARGUMENTS, path)
+        elif ttl >= 0:
+            raise KeeperError(Code.BADARGUMENTS, path)
+        self._check_session(req)
+        # validatePathForCreate
+        if path is None or "/" not in path or "\0" in path:
+            raise KeeperError(Code.BADARGUMENTS, path)
+        parent_path = split_parent(path)[0]
+        acl = fixup_acl(path, rec.acl, req.auth_ids)
+        parent = self._record(parent_path)
+        check_acl(parent.acl, Perms.CREATE, req.auth_ids)
+        if mode in _SEQUENTIAL:
+            path = f"{path}{parent.cversion:010d}"
+        validate_path(path)
+        if self._exists(path):
+            raise KeeperError(Code.NODEEXISTS, path)
+        if is_session_owner(parent.ephemeral_owner):
+            raise KeeperError(Code.NOCHILDRENFOREPHEMERALS, path)
+        new_cversion = parent.cversion + 1
+        if mode == CreateMode.CONTAINER:
+            owner = CONTAINER_EPHEMERAL_OWNER
+            body = r.CreateContainerTxn(path, rec.data, _acl_records(acl), new_cversion)
+        elif mode in _TTL:
+            owner = ttl_ephemeral_owner(ttl)
+            body = r.CreateTTLTxn(path, rec.data, _acl_records(acl), new_cversion, ttl)
+        else:
+            owner = req.session_id if mode in _EPHEMERAL else 0
+            body = r.CreateTxn(path, rec.data, _acl_records(acl), mode in _EPHEMERAL, new_cversion)
+        parent = parent.duplicate(zxid)
+        parent.child_count += 1
+        parent.cversion = new_cversion
+        pending.append(parent)
+        pending.append(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, rec.data))
+        return body
+
+    def prep_delete(self, req, rec, op_type, zxid, pending):
+        self._check_session(req)
+        path = rec.path
+        parent_path = _parent_for_delete(path)
+        parent = self._record(parent_path)
+        check_acl(parent.acl, Perms.DELETE, req.auth_ids)
+        node = self._record(path)
+        _next_version(node.version, rec.version, path)
+        if node.child_count > 0:
+            raise KeeperError(Code.NOTEMPTY, path)
+        parent = parent.duplicate(zxid)
+        parent.child_count -= 1
+        pending.append(parent)
+        pending.append(ChangeRecord(zxid, path, False))
+        return r.DeleteTxn(path)
+
+    def prep_set_data(self, req, rec, op_type, zxid, pending):
+        self._check_session(req)
+        path = validate_path(rec.path)
+        node = self._record(path)
+        check_acl(node.acl, Perms.WRITE, req.auth_ids)
+        version = _next_version(node.version, rec.version, path)
+        node = node.duplicate(zxid)
+        node.version = version
+        node.data = rec.data
+        pending.append(node)
+        return r.SetDataTxn(path, rec.data, version)
+
+    def prep_set_acl(self, req, rec, op_type, zxid, pending):
+        self._check_session(req)
+        path = validate_path(rec.path)
+        acl = fixup_acl(path, rec.acl, req.auth_ids)
+        node = self._record(path)
+        check_acl(node.acl, Perms.ADMIN, req.auth_ids)
+        version = _next_version(node.aversion, rec.version, path)
+        node = node.duplicate(zxid)
+        node.aversion = version
+        node.acl = acl
+        pending.append(node)
+        return r.SetACLTxn(path, _acl_records(acl), version)
+
+    def prep_check(self, req, rec, op_type, zxid, pending):
+        self._check_session(req)
+        path = validate_path(rec.path)
+        node = self._record(path)
+        check_acl(node.acl, Perms.READ, req.auth_ids)
+        return r.CheckVersionTxn(path, _next_version(node.version, rec.version, path))
+
+    def prep_create_session(self, req, rec, op_type, zxid, pending):
+        return rec  # a CreateSessionTxn built by the connection at the handshake
+
+    def prep_close_session(self, req, rec, op_type, zxid, pending):
+        session = req.session_id
+        paths = self.tree.ephemerals_of(session)
+        for cr in self._order:
+            if not cr.exists:
+                paths.discard(cr.path)
+            elif cr.ephemeral_owner == session:
+                paths.add(cr.path)
+        for cr in self._changes.values():
+            if not cr.exists:
+                paths.discard(cr.path)
+        ordered = sorted(paths)
+        for path in ordered:
+            parent_path = split_parent(path)[0]
+            try:
+                parent = self._record(parent_path).duplicate(zxid)
+            except KeeperError:
+                parent = None
+            if parent is not None:
+                parent.child_count -= 1
+                pending.append(parent)
+                self._changes[parent_path] = parent
+            pending.append(ChangeRecord(zxid, path, False))
+        self._closing[session] = zxid
+        return r.CloseSessionTxn(ordered)
+
+
+def _acl_records(acl) -> list:
+    return [r.ACL(perms, r.Id(scheme, ident)) for perms, scheme, ident in acl]
+
+
+PREP = {
+    OpCode.CREATE: Prep.prep_create,
+    OpCode.CREATE2: Prep.prep_create,
+    OpCode.CREATE_CONTAINER: Prep.prep_create,
+    OpCode.CREATE_TTL: Prep.prep_create,
+    OpCode.DELETE: Prep.prep_delete,
+    OpCode.SET_DATA: Prep.prep_set_data,
+    OpCode.SET_ACL: Prep.prep_set_acl,
+    OpCode.CHECK: Prep.prep_check,
+    OpCode.CREATE_SESSION: Prep.prep_create_session,
+    OpCode.CLOSE_SESSION: Prep.prep_close_session,
+}

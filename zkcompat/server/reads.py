@@ -1,0 +1,155 @@
+"""Reads: served from the local tree, in the session's order, one small function per op.
+
+Each returns the response record (or None) and raises KeeperError for an error reply,
+checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
+"""
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, EventType, OpCode, Perms
+from zkcompat.tree.acl import acl_to_records, check_acl
+from zkcompat.tree.errors import KeeperError
+
+
+def _node(server, path):
+    node = server.tree.nodes.get(path)
+    if node is None:
+        raise KeeperError(Code.NONODE, path)
+    return node
+
+
+def read_exists(server, req, rec, cnxn):
+    path = rec.path
+    if path is None or "\0" in path:
+        raise KeeperError(Code.BADARGUMENTS, path)
+    node = server.tree.nodes.get(path)
+    if node is not None:
+        check_acl(node.acl, Perms.READ, req.auth_ids)
+    if rec.watch and cnxn is not None:
+        # An exists watch is registered whether or not the node exists (DataTree.statNode).
+        server.watches.add_data_watch(path, cnxn)
+    if node is None:
+        raise KeeperError(Code.NONODE, path)
+    return r.ExistsResponse(node.stat())
+
+
+def read_get_data(server, req, rec, cnxn):
+    node = _node(server, rec.path)
+    check_acl(node.acl, Perms.READ, req.auth_ids)
+    if rec.watch and cnxn is not None:
+        server.watches.add_data_watch(rec.path, cnxn)
+    return r.GetDataResponse(node.data, node.stat())
+
+
+def _children(server, req, rec, cnxn):
+    node = _node(server, rec.path)
+    check_acl(node.acl, Perms.READ, req.auth_ids)
+    if rec.watch and cnxn is not None:
+        server.watches.add_child_watch(rec.path, cnxn)
+    return node
+
+
+def read_get_children(server, req, rec, cnxn):
+    node = _children(server, req, rec, cnxn)
+    return r.GetChildrenResponse(list(node.children or ()))
+
+
+def read_get_children2(server, req, rec, cnxn):
+    node = _children(server, req, rec, cnxn)
+    return r.GetChildren2Response(list(node.children or ()), node.stat())
+
+
+def read_get_acl(server, req, rec, cnxn):
+    node = _node(server, rec.path)
+    check_acl(node.acl, Perms.READ | Perms.ADMIN, req.auth_ids)
+    acl = acl_to_records(node.acl)
+    try:
+        check_acl(node.acl, Perms.ADMIN, req.auth_ids)
+    except KeeperError:
+        # Without ADMIN the digests are hidden (ZOOKEEPER-1392).
+        for a in acl:
+            if a.id.scheme == "digest":
+                a.id = r.Id("digest", a.id.id.split(":", 1)[0] + ":x")
+    return r.GetACLResponse(acl, node.stat())
+
+
+def read_get_all_children_number(server, req, rec, cnxn):
+    node = _node(server, rec.path)
+    check_acl(node.acl, Perms.READ, req.auth_ids)
+    return r.GetAllChildrenNumberResponse(server.tree.all_children_number(rec.path))
+
+
+def read_get_ephemerals(server, req, rec, cnxn):
+    paths = server.tree.ephemerals_of(req.session_id)
+    prefix = rec.prefixPath
+    if prefix is not None and prefix.strip() not in ("", "/"):
+        paths = [p for p in paths if p.startswith(prefix)]
+    return r.GetEphemeralsResponse(list(paths))
+
+
+def read_sync(server, req, rec, cnxn):
+    return r.SyncResponse(rec.path)
+
+
+def read_who_am_i(server, req, rec, cnxn):
+    return r.WhoAmIResponse([r.ClientInfo(s, i) for s, i in req.auth_ids])
+
+
+def read_set_watches(server, req, rec, cnxn):
+    """Re-register a reconnecting client's watches, firing what it missed since relativeZxid."""
+    if cnxn is None:
+        return None
+    nodes = server.tree.nodes
+    rel = rec.relativeZxid
+    zxid = server.tree.last_processed_zxid
+    for path in rec.dataWatches or ():
+        node = nodes.get(path)
+        if node is None:
+            cnxn.notify(EventType.NODE_DELETED, path, zxid)
+        elif node.mzxid > rel:
+            cnxn.notify(EventType.NODE_DATA_CHANGED, path, zxid)
+        else:
+            server.watches.add_data_watch(path, cnxn)
+    for path in rec.existWatches or ():
+        if path in nodes:
+            cnxn.notify(EventType.NODE_CREATED, path, zxid)
+        else:
+            server.watches.add_data_watch(path, cnxn)
+    for path in rec.childWatches or ():
+        node = nodes.get(path)
+        if node is None:
+            cnxn.notify(EventType.NODE_DELETED, path, zxid)
+        elif node.pzxid > rel:
+            cnxn.notify(EventType.NODE_CHILDREN_CHANGED, path, zxid)
+        else:
+            server.watches.add_child_watch(path, cnxn)
+    return None
+
+
+def read_multi_read(server, req, ops, cnxn):
+    results = []
+    for op_type, rec in ops:
+        fn = MULTI_READ.get(op_type)
+        try:
+            if fn is None:
+                raise KeeperError(Code.MARSHALLINGERROR)
+            results.append((op_type, fn(server, req, rec, cnxn)))
+        except KeeperError as e:
+            results.append((OpCode.ERROR, r.ErrorResponse(e.code)))
+    return results
+
+
+READ = {
+    OpCode.EXISTS: read_exists,
+    OpCode.GET_DATA: read_get_data,
+    OpCode.GET_CHILDREN: read_get_children,
+    OpCode.GET_CHILDREN2: read_get_children2,
+    OpCode.GET_ACL: read_get_acl,
+    OpCode.GET_ALL_CHILDREN_NUMBER: read_get_all_children_number,
+    OpCode.GET_EPHEMERALS: read_get_ephemerals,
+    OpCode.SYNC: read_sync,
+    OpCode.WHO_AM_I: read_who_am_i,
+    OpCode.SET_WATCHES: read_set_watches,
+    OpCode.MULTI_READ: read_multi_read,
+}
+
+MULTI_READ = {OpCode.GET_DATA: read_get_data, OpCode.GET_CHILDREN: read_get_children}

@@ -1,0 +1,40 @@
+"""Request: one client request on its way down the pipeline, decoded once."""
+
+from zkcompat.jute.constants import OpCode
+
+# Requests that become a Txn: prep turns them into one on the leader (ZooDefs/Request.isQuorum).
+WRITE_OPS = frozenset((
+    OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL,
+    OpCode.DELETE, OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL,
+    OpCode.CHECK, OpCode.MULTI, OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION,
+    OpCode.RECONFIG,
+))
+
+
+class Request:
+    """A request of one session: xid (cxid), op type, decoded record, and where to answer.
+
+    `cnxn` is the connection to answer on, or None for requests the server makes
+    itself (a closeSession for an expired session). `reply` is filled when the
+    request completes; the session's queue sends replies strictly in request order.
+    """
+
+    __slots__ = ("session_id", "xid", "type", "record", "cnxn", "auth_ids", "txn", "reply", "is_write")
+
+    def __init__(self, session_id: int, xid: int, type_: int, record, cnxn, auth_ids):
+        self.session_id = session_id
+        self.xid = xid
+        self.type = type_
+        self.record = record
+        self.cnxn = cnxn
+        self.auth_ids = auth_ids
+        self.txn = None
+        self.reply: bytes | None = None
+        self.is_write = type_ in WRITE_OPS
+
+    def __repr__(self) -> str:
+        try:
+            name = OpCode(self.type).name
+        except ValueError:
+            name = str(self.type)
+        return f"Request(session=0x{self.session_id:x}, xid={self.xid}, {name})"

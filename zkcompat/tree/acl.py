@@ -1,0 +1,132 @@
+"""ACLs: interning, permission checks and fix-up, as ZooKeeper's checkACL and fixupACL do them.
+
+An ACL is kept as an interned tuple of (perms, scheme, id) triples, so the million
+znodes that share OPEN_ACL_UNSAFE share one object. An auth id is a (scheme, id) pair.
+"""
+
+import base64
+import hashlib
+import ipaddress
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, Perms
+from zkcompat.tree.errors import KeeperError
+
+AclTuple = tuple[tuple[int, str, str], ...]
+AuthId = tuple[str, str]
+
+_interned: dict[AclTuple, AclTuple] = {}
+
+
+def intern_acl(acl: AclTuple) -> AclTuple:
+    return _interned.setdefault(acl, acl)
+
+
+def acl_from_records(acls: list) -> AclTuple:
+    return intern_acl(tuple((a.perms, a.id.scheme, a.id.id) for a in acls))
+
+
+def acl_to_records(acl: AclTuple) -> list:
+    return [r.ACL(perms, r.Id(scheme, ident)) for perms, scheme, ident in acl]
+
+
+# ZooDefs.Ids
+OPEN_ACL_UNSAFE: AclTuple = intern_acl(((int(Perms.ALL), "world", "anyone"),))
+READ_ACL_UNSAFE: AclTuple = intern_acl(((int(Perms.READ), "world", "anyone"),))
+
+SUPER_ID: AuthId = ("super", "")
+
+
+def digest_id(user_password: str) -> str:
+    """DigestAuthenticationProvider.generateDigest: user:base64(sha1("user:password"))."""
+    user = user_password.split(":", 1)[0]
+    sha = hashlib.sha1(user_password.encode("utf-8")).digest()
+    return f"{user}:{base64.b64encode(sha).decode('ascii')}"
+
+
+def _ip_network(expr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """IPAuthenticationProvider's "addr[/bits]" form, or None if malformed."""
+    addr, _, bits = expr.partition("/")
+    try:
+        ip = ipaddress.ip_address(addr)
+        prefix = int(bits) if bits else ip.max_prefixlen
+        if not 0 <= prefix <= ip.max_prefixlen:
+            return None
+        return ipaddress.ip_network(f"{ip}/{prefix}", strict=False)
+    except ValueError:
+        return None
+
+
+def ip_matches(client_addr: str, expr: str) -> bool:
+    net = _ip_network(expr)
+    if net is None:
+        return False
+    try:
+        return ipaddress.ip_address(client_addr) in net
+    except ValueError:
+        return False
+
+
+def _digest_id_valid(ident: str) -> bool:
+    # DigestAuthenticationProvider.isValid: Java's split(":") must give exactly two parts.
+    parts = ident.split(":")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return len(parts) == 2
+
+
+_VALID_ID = {"digest": _digest_id_valid, "ip": lambda ident: _ip_network(ident) is not None}
+
+
+def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
+    """Raise NOAUTH unless `auth_ids` grant `perm` on a node with `acl` (ZooKeeperServer.checkACL)."""
+    if not acl:
+        return
+    for scheme, _ in auth_ids:
+        if scheme == "super":
+            return
+    for perms, scheme, ident in acl:
+        if not perms & perm:
+            continue
+        if scheme == "world":
+            if ident == "anyone":
+                return
+        elif scheme == "ip":
+            for s, a in auth_ids:
+                if s == "ip" and ip_matches(a, ident):
+                    return
+        elif scheme == "digest":
+            for s, a in auth_ids:
+                if s == "digest" and a == ident:
+                    return
+    raise KeeperError(Code.NOAUTH)
+
+
+def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
+    """Validate a create/setACL ACL list and expand "auth" ids (PrepRequestProcessor.fixupACL)."""
+    unique = []
+    for a in acls or ():
+        if a not in unique:
+            unique.append(a)
+    if not unique:
+        raise KeeperError(Code.INVALIDACL, path)
+    out: list[tuple[int, str, str]] = []
+    for a in unique:
+        if a is None or a.id is None or a.id.scheme is None:
+            raise KeeperError(Code.INVALIDACL, path)
+        scheme, ident = a.id.scheme, a.id.id
+        if scheme == "world" and ident == "anyone":
+            out.append((a.perms, scheme, ident))
+        elif scheme == "auth":
+            # Expands to every authenticated id of the session; ip ids are not
+            # "authenticated" in ZooKeeper's sense (IPAuthenticationProvider.isAuthenticated).
+            expanded = [(a.perms, s, i) for s, i in auth_ids if s == "digest"]
+            if not expanded:
+                raise KeeperError(Code.INVALIDACL, path)
+            out.extend(expanded)
+        else:
+            valid = _VALID_ID.get(scheme)
+            if valid is None or ident is None or not valid(ident):
+                raise KeeperError(Code.INVALIDACL, path)
+            out.append((a.perms, scheme, ident))
+    return intern_acl(tuple(out))

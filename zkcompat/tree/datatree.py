@@ -1,0 +1,278 @@
+"""DataTree: the znode tree and the session table, changed only by apply(txn).
+
+apply is deterministic: everything it needs (time, session, resolved sequential path,
+new versions) is in the Txn, so every replica that applies the same Txns in zxid order
+holds the same tree. It returns the change events; delivering them is the server's job.
+"""
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import Code, EventType, OpCode
+from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, AclTuple, acl_from_records
+from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
+from zkcompat.tree.txn import Txn
+
+# EphemeralType: ephemeralOwner values that are not session ids.
+CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000  # Long.MIN_VALUE
+_TTL_MASK = -0x0100000000000000  # 0xFF00000000000000 as a signed long
+MAX_TTL_MS = 0x00FFFFFFFFFFFFFF
+
+
+def ttl_ephemeral_owner(ttl_ms: int) -> int:
+    """EphemeralType.TTL.toEphemeralOwner: the extended-type mask with the ttl in the low bits."""
+    return _TTL_MASK | ttl_ms
+
+
+def is_session_owner(owner: int) -> bool:
+    """True if ephemeralOwner names a session (EphemeralType.NORMAL), not a container or TTL."""
+    return owner != 0 and owner != CONTAINER_EPHEMERAL_OWNER and owner & _TTL_MASK != _TTL_MASK
+
+
+class ZNode:
+    """One znode: data, ACL and the persisted part of Stat; children created at the first child."""
+
+    __slots__ = (
+        "data", "acl", "czxid", "mzxid", "ctime", "mtime", "version",
+        "cversion", "aversion", "ephemeralOwner", "pzxid", "children",
+    )
+
+    def __init__(self, data, acl: AclTuple, zxid: int, time: int, ephemeral_owner: int):
+        self.data = data
+        self.acl = acl
+        self.czxid = self.mzxid = self.pzxid = zxid
+        self.ctime = self.mtime = time
+        self.version = self.cversion = self.aversion = 0
+        self.ephemeralOwner = ephemeral_owner
+        self.children: set[str] | None = None
+
+    def stat(self) -> r.Stat:
+        data = self.data
+        children = self.children
+        return r.Stat(
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
+            self.aversion, self.ephemeralOwner, 0 if data is None else len(data),
+            0 if children is None else len(children), self.pzxid,
+        )
+
+    @property
+    def num_children(self) -> int:
+        return 0 if self.children is None else len(self.children)
+
+
+class ApplyResult:
+    """DataTree.ProcessTxnResult: what applying one txn did, for the reply and the watches."""
+
+    __slots__ = ("type", "err", "path", "stat", "multi", "events")
+
+    def __init__(self, type_: int, err: int = 0, path: str | None = None, stat=None):
+        self.type = type_
+        self.err = err
+        self.path = path
+        self.stat = stat
+        self.multi: list[ApplyResult] | None = None
+        self.events: list[tuple[int, str]] = []
+
+
+class DataTree:
+    def __init__(self):
+        root = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
+        zk = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
+        quota = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
+        config = ZNode(b"", READ_ACL_UNSAFE, 0, 0, 0)
+        # DataTree.addConfigNode sets the ACL with setACL(..., -1): aversion becomes -1.
+        config.aversion = -1
+        root.children = {"zookeeper"}
+        zk.children = {"quota", "config"}
+        self.nodes: dict[str, ZNode] = {ROOT: root, ZOOKEEPER: zk, QUOTA: quota, CONFIG: config}
+        self.ephemerals: dict[int, set[str]] = {}
+        self.sessions: dict[int, int] = {}  # session id -> negotiated timeout ms
+        self.last_processed_zxid = 0
+
+    # -- reads ------------------------------------------------------------------
+
+    def get(self, path: str) -> ZNode | None:
+        return self.nodes.get(path)
+
+    def ephemerals_of(self, session_id: int) -> set[str]:
+        return set(self.ephemerals.get(session_id, ()))
+
+    def all_children_number(self, path: str) -> int:
+        prefix = "/" if path == ROOT else path + "/"
+        return sum(1 for p in self.nodes if p.startswith(prefix))
+
+    # -- apply ------------------------------------------------------------------
+
+    def apply(self, txn: Txn) -> ApplyResult:
+        hdr = txn.hdr
+        rc = APPLY[hdr.type](self, hdr, txn.body, None)
+        self.last_processed_zxid = hdr.zxid
+        return rc
+
+    def _create(self, hdr, body, events, ephemeral_owner: int) -> ApplyResult:
+        rc = ApplyResult(hdr.type, path=body.path)
+        path = body.path
+        parent_path, child = split_parent(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None:
+            rc.err = Code.NONODE
+            return rc
+        if path in self.nodes:
+            rc.err = Code.NODEEXISTS
+            return rc
+        cversion = body.parentCVersion
+        if cversion == -1:
+            cversion = parent.cversion + 1
+        # Replaying over a fuzzy snapshot must not move cversion/pzxid backwards.
+        if cversion > parent.cversion:
+            parent.cversion = cversion
+            parent.pzxid = hdr.zxid
+        node = ZNode(body.data, acl_from_records(body.acl), hdr.zxid, hdr.time, ephemeral_owner)
+        if parent.children is None:
+            parent.children = {child}
+        else:
+            parent.children.add(child)
+        self.nodes[path] = node
+        if ephemeral_owner and is_session_owner(ephemeral_owner):
+            self.ephemerals.setdefault(ephemeral_owner, set()).add(path)
+        if hdr.type != OpCode.CREATE:
+            rc.stat = node.stat()
+        ev = rc.events if events is None else events
+        ev.append((EventType.NODE_CREATED, path))
+        ev.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        return rc
+
+    def _delete_node(self, path: str, zxid: int, events: list) -> int:
+        parent_path, child = split_parent(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None:
+            return Code.NONODE
+        if parent.children is not None:
+            parent.children.discard(child)
+        if zxid > parent.pzxid:
+            parent.pzxid = zxid
+        node = self.nodes.pop(path, None)
+        if node is None:
+            return Code.NONODE
+        owner = node.ephemeralOwner
+        if owner and is_session_owner(owner):
+            paths = self.ephemerals.get(owner)
+            if paths is not None:
+                paths.discard(path)
+                if not paths:
+                    del self.ephemerals[owner]
+        events.append((EventType.NODE_DELETED, path))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        return Code.OK
+
+
+def _apply_create(tree: DataTree, hdr, body, events):
+    owner = hdr.clientId if body.ephemeral else 0
+    return tree._create(hdr, body, events, owner)
+
+
+def _apply_create_container(tree: DataTree, hdr, body, events):
+    return tree._create(hdr, body, events, CONTAINER_EPHEMERAL_OWNER)
+
+
+def _apply_create_ttl(tree: DataTree, hdr, body, events):
+    return tree._create(hdr, body, events, ttl_ephemeral_owner(body.ttl))
+
+
+def _apply_delete(tree: DataTree, hdr, body, events):
+    rc = ApplyResult(hdr.type, path=body.path)
+    rc.err = tree._delete_node(body.path, hdr.zxid, rc.events if events is None else events)
+    return rc
+
+
+def _apply_set_data(tree: DataTree, hdr, body, events):
+    rc = ApplyResult(hdr.type, path=body.path)
+    node = tree.nodes.get(body.path)
+    if node is None:
+        rc.err = Code.NONODE
+        return rc
+    node.data = body.data
+    node.mtime = hdr.time
+    node.mzxid = hdr.zxid
+    node.version = body.version
+    rc.stat = node.stat()
+    (rc.events if events is None else events).append((EventType.NODE_DATA_CHANGED, body.path))
+    return rc
+
+
+def _apply_set_acl(tree: DataTree, hdr, body, events):
+    rc = ApplyResult(hdr.type, path=body.path)
+    node = tree.nodes.get(body.path)
+    if node is None:
+        rc.err = Code.NONODE
+        return rc
+    node.acl = acl_from_records(body.acl)
+    node.aversion = body.version
+    rc.stat = node.stat()
+    return rc
+
+
+def _apply_check(tree: DataTree, hdr, body, events):
+    return ApplyResult(hdr.type, path=body.path)
+
+
+def _apply_error(tree: DataTree, hdr, body, events):
+    return ApplyResult(hdr.type, err=body.err)
+
+
+def _apply_create_session(tree: DataTree, hdr, body, events):
+    tree.sessions[hdr.clientId] = body.timeOut
+    return ApplyResult(hdr.type)
+
+
+def _apply_close_session(tree: DataTree, hdr, body, events):
+    rc = ApplyResult(hdr.type)
+    ev = rc.events if events is None else events
+    session = hdr.clientId
+    # The leader's prep listed the ephemerals (CloseSessionTxn.paths2Delete); an old
+    # closeSession without a record means "whatever the session still owns".
+    paths = body.paths2Delete if body is not None and body.paths2Delete is not None else None
+    if paths is None:
+        paths = sorted(tree.ephemerals.get(session, ()))
+    for path in paths:
+        tree._delete_node(path, hdr.zxid, ev)
+    tree.ephemerals.pop(session, None)
+    tree.sessions.pop(session, None)
+    return rc
+
+
+def _apply_multi(tree: DataTree, hdr, body, events):
+    rc = ApplyResult(hdr.type)
+    rc.multi = []
+    failed = any(t == OpCode.ERROR for t, _ in body)
+    post_failed = False
+    for sub_type, sub in body:
+        if sub_type == OpCode.ERROR:
+            post_failed = True
+        elif failed:
+            # Ops before the failing one report OK, ops after it RUNTIMEINCONSISTENCY
+            # (DataTree.processTxn for multi).
+            sub_type, sub = OpCode.ERROR, r.ErrorTxn(
+                Code.RUNTIMEINCONSISTENCY if post_failed else Code.OK
+            )
+        sub_hdr = r.TxnHeader(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, sub_type)
+        sub_rc = APPLY[sub_type](tree, sub_hdr, sub, rc.events)
+        rc.multi.append(sub_rc)
+        if sub_rc.err and not rc.err:
+            rc.err = sub_rc.err
+    return rc
+
+
+APPLY = {
+    OpCode.CREATE: _apply_create,
+    OpCode.CREATE2: _apply_create,
+    OpCode.CREATE_CONTAINER: _apply_create_container,
+    OpCode.CREATE_TTL: _apply_create_ttl,
+    OpCode.DELETE: _apply_delete,
+    OpCode.DELETE_CONTAINER: _apply_delete,
+    OpCode.SET_DATA: _apply_set_data,
+    OpCode.SET_ACL: _apply_set_acl,
+    OpCode.CHECK: _apply_check,
+    OpCode.ERROR: _apply_error,
+    OpCode.CREATE_SESSION: _apply_create_session,
+    OpCode.CLOSE_SESSION: _apply_close_session,
+    OpCode.MULTI: _apply_multi,
+}
