@@ -159,7 +159,13 @@ class Env:
 
     @staticmethod
     def session(zk: KazooClient) -> SessionId:
+        """zk's session id, marked so the log shows it as "session#K"."""
         return SessionId(zk.client_id[0])
+
+    @staticmethod
+    def session_id(sid: int) -> SessionId:
+        """A raw session id (e.g. from RawClient.connect), marked for the log."""
+        return SessionId(sid)
 
     def close(self) -> None:
         for zk in self._clients:
@@ -169,6 +175,9 @@ class Env:
             except Exception:  # noqa: BLE001 - best effort teardown
                 pass
         for rc in self._raw:
+            # An abandoned session would expire seconds later, in the middle of
+            # a later scenario, and take a zxid there.
+            rc.close_session_quietly()
             rc.close()
 
     # recording ---------------------------------------------------------
@@ -192,11 +201,12 @@ class Env:
         """A RawClient op; logs (label, "raw", error name) and returns the Reply."""
         try:
             reply = fn(*args, **kw)
-        except ConnectionClosed:
-            self.log.append((label, "raw", "connection closed"))
-            return None
         except TimeoutError:
             self.log.append((label, "raw", "no reply (timeout)"))
+            return None
+        except (ConnectionClosed, ConnectionError):
+            # Reset or EOF, while sending or receiving: the server hung up.
+            self.log.append((label, "raw", "connection closed"))
             return None
         self.log.append((label, "raw", error_name(reply.err)))
         return reply

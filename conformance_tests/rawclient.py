@@ -230,4 +230,17 @@ class RawClient:
         return self.request(OP_SYNC, ustring(path))
 
     def close_session(self) -> Reply:
-        return self.request(OP_CLOSE_SESSION)
+        reply = self.request(OP_CLOSE_SESSION)
+        self.connect_result = None
+        return reply
+
+    def close_session_quietly(self, timeout_s: float = 2.0) -> None:
+        """closeSession if this socket still has a live session; ignore failures."""
+        if self.connect_result is None or self.connect_result.session_id == 0:
+            return
+        try:
+            self._sock.settimeout(timeout_s)
+            self.close_session()
+        except (OSError, ConnectionClosed, struct.error):
+            pass
+        self.connect_result = None
