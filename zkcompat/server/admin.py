@@ -131,9 +131,8 @@ class Admin:
 
     def wchs(self, cnxn) -> str:
         p = self.server.pipeline
-        watchers = {w for ws in p.watches.data_watches.values() for w in ws}
-        watchers |= {w for ws in p.watches.child_watches.values() for w in ws}
-        paths = set(p.watches.data_watches) | set(p.watches.child_watches)
+        watchers = p.watches.watchers()
+        paths = p.watches.paths()
         return (f"{len(watchers)} connections watching {len(paths)} paths\n"
                 f"Total watches:{p.watches.count()}\n")
 

@@ -37,6 +37,10 @@ REQUEST_RECORD = {
     OpCode.CHECK: r.CheckVersionRequest,
     OpCode.SYNC: r.SyncRequest,
     OpCode.SET_WATCHES: r.SetWatches,
+    OpCode.SET_WATCHES2: r.SetWatches2,
+    OpCode.ADD_WATCH: r.AddWatchRequest,
+    OpCode.CHECK_WATCHES: r.CheckWatchesRequest,
+    OpCode.REMOVE_WATCHES: r.RemoveWatchesRequest,
     OpCode.GET_EPHEMERALS: r.GetEphemeralsRequest,
     OpCode.GET_ALL_CHILDREN_NUMBER: r.GetAllChildrenNumberRequest,
 }
@@ -55,7 +59,7 @@ class Connection(asyncio.Protocol):
         self.remote = "?"
         self.auth_ids: list[tuple[str, str]] = []
         self.session = None
-        self.watched_paths: set[str] = set()
+        self.watched_paths: dict[str, int] = {}  # path -> watch tables holding a watch
         self.reader = FrameReader(server.config.jute_maxbuffer)
         self._state = "handshake"  # -> "waiting" (for the session txn) -> "open" -> "closed"
         self._client_readonly_byte = False
@@ -203,6 +207,12 @@ class Connection(asyncio.Protocol):
             self.session = pipeline.create_session(self, timeout)
             return
         session = pipeline.tracker.sessions.get(req.sessionId)
+        # ZooKeeper drops the session's current connection before it checks the password
+        # (processConnectRequest: closeSession, then reopenSession), so a wrong password
+        # still disconnects the owner; its client reconnects with the right one.
+        if session is not None and session.cnxn is not None and session.cnxn is not self:
+            session.cnxn.close_after_flush("client reconnecting with this session id")
+            session.cnxn = None
         passwd = req.passwd or b""
         if session is None or session.closing or passwd != session_password(req.sessionId):
             log.info("event=session_reopen_refused session=0x%x remote=%s", req.sessionId,
@@ -212,9 +222,6 @@ class Connection(asyncio.Protocol):
             self._state = "closed"
             self.transport.close()
             return
-        old = session.cnxn
-        if old is not None and old is not self:
-            old.close_after_flush("client reconnected on another connection")
         session.cnxn = self
         session.timeout_ms = timeout
         pipeline.touch(session)

@@ -187,7 +187,8 @@ class Pipeline:
         if req.type == OpCode.AUTH:
             return encode_reply(req.xid, 0, req.record, None)  # result decided at receipt
         try:
-            if req.record is None and req.type not in (OpCode.WHO_AM_I,):
+            if req.record is None and req.type != OpCode.WHO_AM_I or req.has_null_path():
+                # ZooKeeper answers an undecodable body or a null path with MARSHALLINGERROR.
                 raise KeeperError(Code.MARSHALLINGERROR)
             body = READ[req.type](self, req, req.record, req.cnxn)
         except KeeperError as e:

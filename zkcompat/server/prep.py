@@ -127,6 +127,9 @@ class Prep:
         hdr = r.TxnHeader(req.session_id, req.xid, zxid, self._now_ms(), req.type)
         pending: list[ChangeRecord] = []
         try:
+            if req.has_null_path():
+                # A null path throws inside ZooKeeper's prep; it answers MARSHALLINGERROR.
+                raise KeeperError(Code.MARSHALLINGERROR)
             if req.type == OpCode.MULTI:
                 body = self._prep_multi(req, zxid, pending)
             else:
@@ -138,6 +141,9 @@ class Prep:
         return Txn(hdr, body)
 
     def _prep_multi(self, req, zxid, pending) -> list:
+        """Every op of a multi shares one zxid; later ops see the earlier ops' effects.
+        If one fails, the rest become RUNTIMEINCONSISTENCY and none of its predictions
+        may outlive it (rollbackPendingChanges)."""
         body = []
         failed = False
         for op_type, op in req.record:
@@ -152,33 +158,22 @@ class Prep:
                 sub = fn(self, req, op, op_type, zxid, sub_pending)
             except KeeperError as e:
                 failed = True
-                # Roll back: nothing this multi predicted may outlive it.
-                pending.clear()
                 body.append((OpCode.ERROR, r.ErrorTxn(e.code)))
                 continue
-            # Later ops of the same multi see this op's effect.
             pending.extend(sub_pending)
             for cr in sub_pending:
                 self._changes[cr.path] = cr
             body.append((op_type, sub))
         if failed:
-            self._restore_after_failed_multi(body, req.record)
+            self._roll_back({cr.path for cr in pending})
+            pending.clear()
         return body
 
-    def _restore_after_failed_multi(self, body, ops) -> None:
-        # Ops that succeeded before the failure were written into _changes directly; put
-        # the records back to what the committed outstanding list says (rollbackPendingChanges).
-        touched = set()
-        for _, op in ops:
-            path = getattr(op, "path", None)
-            if isinstance(path, str):
-                touched.add(path)
-                if "/" in path:
-                    touched.add(split_parent(path)[0])
-        for path in touched:
+    def _roll_back(self, paths: set[str]) -> None:
+        for path in paths:
             self._changes.pop(path, None)
-        for cr in self._order:
-            if cr.path in touched:
+        for cr in self._order:  # zxid order: the newest outstanding record wins
+            if cr.path in paths:
                 self._changes[cr.path] = cr
 
     # -- one function per op ------------------------------------------------------

@@ -5,13 +5,14 @@ checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
 """
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import Code, EventType, OpCode, Perms
+from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, Perms, WatcherType
 from zkcompat.tree.acl import acl_to_records, check_acl
 from zkcompat.tree.errors import KeeperError
 
 
 def _node(server, path):
-    node = server.tree.nodes.get(path)
+    # DataTree aliases "" to the root ("rather than fight it, let root have an alias").
+    node = server.tree.nodes.get(path or "/")
     if node is None:
         raise KeeperError(Code.NONODE, path)
     return node
@@ -21,7 +22,7 @@ def read_exists(server, req, rec, cnxn):
     path = rec.path
     if path is None or "\0" in path:
         raise KeeperError(Code.BADARGUMENTS, path)
-    node = server.tree.nodes.get(path)
+    node = server.tree.nodes.get(path or "/")
     if node is not None:
         check_acl(node.acl, Perms.READ, req.auth_ids)
     if rec.watch and cnxn is not None:
@@ -41,7 +42,7 @@ def read_get_data(server, req, rec, cnxn):
 
 
 def _children(server, req, rec, cnxn):
-    node = _node(server, rec.path)
+    node = _node(server, rec.path)  # NB: a null path is refused before any read runs
     check_acl(node.acl, Perms.READ, req.auth_ids)
     if rec.watch and cnxn is not None:
         server.watches.add_child_watch(rec.path, cnxn)
@@ -90,8 +91,44 @@ def read_sync(server, req, rec, cnxn):
     return r.SyncResponse(rec.path)
 
 
+def _user_name(scheme: str, ident: str) -> str | None:
+    """AuthUtil.getUser: the provider's user name for an id (None without a provider)."""
+    if scheme == "digest":
+        return ident.split(":", 1)[0]
+    if scheme == "ip":
+        return ident
+    return None
+
+
 def read_who_am_i(server, req, rec, cnxn):
-    return r.WhoAmIResponse([r.ClientInfo(s, i) for s, i in req.auth_ids])
+    return r.WhoAmIResponse([r.ClientInfo(s, _user_name(s, i)) for s, i in req.auth_ids])
+
+
+def read_add_watch(server, req, rec, cnxn):
+    if rec.mode not in (AddWatchMode.PERSISTENT, AddWatchMode.PERSISTENT_RECURSIVE):
+        raise KeeperError(Code.MARSHALLINGERROR, rec.path)
+    if cnxn is not None:
+        server.watches.add_persistent(rec.path, cnxn, rec.mode == AddWatchMode.PERSISTENT_RECURSIVE)
+    return r.ErrorResponse(0)
+
+
+def _watcher_type(value: int) -> int:
+    try:
+        return WatcherType(value)
+    except ValueError:
+        raise KeeperError(Code.MARSHALLINGERROR) from None
+
+
+def read_check_watches(server, req, rec, cnxn):
+    if cnxn is None or not server.watches.contains(rec.path, cnxn, _watcher_type(rec.type)):
+        raise KeeperError(Code.NOWATCHER, rec.path)
+    return None
+
+
+def read_remove_watches(server, req, rec, cnxn):
+    if cnxn is None or not server.watches.remove(rec.path, cnxn, _watcher_type(rec.type)):
+        raise KeeperError(Code.NOWATCHER, rec.path)
+    return None
 
 
 def read_set_watches(server, req, rec, cnxn):
@@ -100,7 +137,7 @@ def read_set_watches(server, req, rec, cnxn):
         return None
     nodes = server.tree.nodes
     rel = rec.relativeZxid
-    zxid = server.tree.last_processed_zxid
+    zxid = -1  # catch-up events carry no zxid (a WatchedEvent built without one)
     for path in rec.dataWatches or ():
         node = nodes.get(path)
         if node is None:
@@ -122,6 +159,11 @@ def read_set_watches(server, req, rec, cnxn):
             cnxn.notify(EventType.NODE_CHILDREN_CHANGED, path, zxid)
         else:
             server.watches.add_child_watch(path, cnxn)
+    # SetWatches2 only: persistent watches are re-added with no catch-up events.
+    for path in getattr(rec, "persistentWatches", None) or ():
+        server.watches.add_persistent(path, cnxn, False)
+    for path in getattr(rec, "persistentRecursiveWatches", None) or ():
+        server.watches.add_persistent(path, cnxn, True)
     return None
 
 
@@ -149,6 +191,10 @@ READ = {
     OpCode.SYNC: read_sync,
     OpCode.WHO_AM_I: read_who_am_i,
     OpCode.SET_WATCHES: read_set_watches,
+    OpCode.SET_WATCHES2: read_set_watches,
+    OpCode.ADD_WATCH: read_add_watch,
+    OpCode.CHECK_WATCHES: read_check_watches,
+    OpCode.REMOVE_WATCHES: read_remove_watches,
     OpCode.MULTI_READ: read_multi_read,
 }
 

@@ -32,6 +32,13 @@ class Request:
         self.reply: bytes | None = None
         self.is_write = type_ in WRITE_OPS
 
+    def has_null_path(self) -> bool:
+        """A path the client sent as null (-1): ZooKeeper throws on it (MARSHALLINGERROR)."""
+        rec = self.record
+        if self.type in (OpCode.MULTI, OpCode.MULTI_READ):
+            return any(getattr(op, "path", "") is None for _, op in rec)
+        return getattr(rec, "path", "") is None
+
     def __repr__(self) -> str:
         try:
             name = OpCode(self.type).name

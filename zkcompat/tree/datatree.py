@@ -45,12 +45,17 @@ class ZNode:
         self.children: set[str] | None = None
 
     def stat(self) -> r.Stat:
+        """The client's view of Stat (DataNode.copyStat): stored cversion counts creates, the
+        reported one counts changes (every create but those still present has a delete);
+        containers and TTL nodes report ephemeralOwner 0."""
         data = self.data
         children = self.children
+        n = 0 if children is None else len(children)
+        owner = self.ephemeralOwner
         return r.Stat(
-            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeralOwner, 0 if data is None else len(data),
-            0 if children is None else len(children), self.pzxid,
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
+            self.aversion, owner if is_session_owner(owner) else 0,
+            0 if data is None else len(data), n, self.pzxid,
         )
 
     @property
@@ -69,7 +74,7 @@ class ApplyResult:
         self.path = path
         self.stat = stat
         self.multi: list[ApplyResult] | None = None
-        self.events: list[tuple[int, str]] = []
+        self.events: list[tuple[int, str, tuple]] = []  # (EventType, path, ACL that filters it)
 
 
 class DataTree:
@@ -136,8 +141,8 @@ class DataTree:
         if hdr.type != OpCode.CREATE:
             rc.stat = node.stat()
         ev = rc.events if events is None else events
-        ev.append((EventType.NODE_CREATED, path))
-        ev.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        ev.append((EventType.NODE_CREATED, path, node.acl))
+        ev.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return rc
 
     def _delete_node(self, path: str, zxid: int, events: list) -> int:
@@ -159,8 +164,8 @@ class DataTree:
                 paths.discard(path)
                 if not paths:
                     del self.ephemerals[owner]
-        events.append((EventType.NODE_DELETED, path))
-        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
+        events.append((EventType.NODE_DELETED, path, node.acl))
+        events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return Code.OK
 
 
@@ -194,7 +199,9 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
     node.mzxid = hdr.zxid
     node.version = body.version
     rc.stat = node.stat()
-    (rc.events if events is None else events).append((EventType.NODE_DATA_CHANGED, body.path))
+    (rc.events if events is None else events).append(
+        (EventType.NODE_DATA_CHANGED, body.path, node.acl)
+    )
     return rc
 
 
