@@ -4,7 +4,69 @@ Both servers run with tickTime=200 ms, so ZooKeeper clamps requested session
 timeouts to [2 * tickTime, 20 * tickTime] = [400, 4000] ms.
 """
 
-from .harness import scenario
+from __future__ import annotations
+
+import threading
+import time
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from .harness import SessionId, scenario
+from .rawclient import ConnectionClosed, int32
+
+TICK_TIME_MS = 200
+MIN_SESSION_TIMEOUT_MS = 2 * TICK_TIME_MS
+EPHEMERAL = 1  # CreateMode.EPHEMERAL's flags
+OP_PING = 11
+PING_XID = -2
+STATE_WAIT_S = 10.0
+EXPIRY_WAIT_S = 8.0  # a 400 ms session is gone well within this
+
+
+class StateLog:
+    """Records a kazoo client's KazooState changes; wait() for a given one."""
+
+    def __init__(self, zk: KazooClient) -> None:
+        self.states: list[str] = []
+        self._cond = threading.Condition()
+        zk.add_listener(self._on_state)
+
+    def _on_state(self, state) -> None:
+        with self._cond:
+            self.states.append(str(state))
+            self._cond.notify_all()
+
+    def wait(self, state: KazooState, timeout_s: float = STATE_WAIT_S) -> bool:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while str(state) not in self.states:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+
+def connect_outcome(result) -> dict:
+    """A ConnectResponse as a log value: an expired session has timeout 0."""
+    return {
+        "timeout_ms": result.timeout_ms,
+        "session": SessionId(result.session_id),
+        "passwd_len": len(result.passwd),
+    }
+
+
+def still_open(rc) -> str:
+    """Whether the server kept this connection: a ping answers or it does not."""
+    try:
+        rc.send_frame(int32(PING_XID) + int32(OP_PING))
+        rc.recv_frame()
+        return "open"
+    except ConnectionClosed:
+        return "closed"
+    except OSError as e:  # reset or broken pipe: closed as well
+        return f"closed ({type(e).__name__})"
 
 
 @scenario
@@ -194,3 +256,219 @@ def client_close_and_reuse_names(env):
     env.call("owner", second.get, env.base + "/lock")
     env.record("owner is second", env.session(second))
 
+
+# --------------------------------------------------- more session scenarios
+# Beyond the basics above: kazoo takeover expiry, resumption by kazoo, close
+# idempotence, pings on a minimum-length session, connection fate.
+
+
+# ------------------------------------------------------------ ephemerals
+
+
+@scenario
+def session_ephemerals_vanish_at_close(env):
+    """closeSession deletes the session's ephemerals (and only those), firing watches."""
+    owner = env.client()
+    other = env.client()
+    b = env.base
+    env.record("owner session", env.session(owner))
+    env.call("create ephemeral", owner.create, f"{b}/e1", b"", ephemeral=True)
+    env.call("create ephemeral seq", owner.create, f"{b}/s-", b"", ephemeral=True, sequence=True)
+    env.call("create persistent", owner.create, f"{b}/p", b"")
+    env.call("other's ephemeral", other.create, f"{b}/e2", b"", ephemeral=True)
+    env.call("stat e1", other.exists, f"{b}/e1")
+    env.call("parent before", other.exists, b)
+    w = env.watcher("watch")
+    other.exists(f"{b}/e1", watch=w)
+    other.get_children(b, watch=w)
+    owner.stop()
+    env.wait_events(2)
+    env.call("children after close", other.get_children, b)
+    env.call("parent after", other.exists, b)
+    env.call("other's ephemeral survives", other.exists, f"{b}/e2")
+
+
+@scenario
+def session_ephemerals_vanish_at_expiry(env):
+    """kazoo's way to expire a session: a second client takes it over (same id and
+    password) and closes it. The first client's next connect is told Expired."""
+    owner = env.client()
+    watcher = env.client()
+    b = env.base
+    states = StateLog(owner)
+    old_id = owner.client_id
+    env.record("owner session", SessionId(old_id[0]))
+    env.call("create ephemeral", owner.create, f"{b}/e", b"", ephemeral=True)
+    w = env.watcher("watch")
+    env.call("exists+watch", watcher.exists, f"{b}/e", watch=w)
+    thief = env.client(client_id=old_id)
+    env.record("thief has the same session", thief.client_id[0] == old_id[0])
+    thief.stop()
+    env.wait_events(1)
+    env.call("ephemeral gone", watcher.exists, f"{b}/e")
+    env.record("owner saw LOST", states.wait(KazooState.LOST))
+    env.record("owner states", states.states[:2])
+    env.record("owner reconnects", states.wait(KazooState.CONNECTED))
+    env.record(
+        "owner got a new session", owner.client_id is not None and owner.client_id[0] != old_id[0]
+    )
+    env.call("owner writes again", owner.create, f"{b}/after", b"", ephemeral=True)
+    env.call("its owner", watcher.exists, f"{b}/after")
+
+
+@scenario
+def session_expiry_when_client_goes_silent(env):
+    """A session whose client stops talking expires after its timeout: its
+    ephemerals go, its connection is closed, and resuming it is refused."""
+    watcher = env.client()
+    rc = env.raw(timeout_ms=MIN_SESSION_TIMEOUT_MS)
+    sid, passwd = rc.connect_result.session_id, rc.connect_result.passwd
+    env.record("negotiated", rc.connect_result.timeout_ms)
+    env.raw_call("create ephemeral", rc.create, env.base + "/e", b"", EPHEMERAL)
+    env.call("owner", watcher.exists, env.base + "/e")
+    w = env.watcher("watch")
+    env.call("exists+watch", watcher.exists, env.base + "/e", watch=w)
+    env.wait_events(1, timeout=EXPIRY_WAIT_S)
+    env.call("ephemeral gone", watcher.exists, env.base + "/e")
+    env.record("silent connection", still_open(rc))
+    again = env.raw(connect=False)
+    env.record(
+        "resume", connect_outcome(again.connect(timeout_ms=4000, session_id=sid, passwd=passwd))
+    )
+    env.record("resumed connection", still_open(again))
+
+
+@scenario
+def session_pings_keep_a_short_session(env):
+    """A 400 ms session that pings stays alive for many timeouts, ephemerals intact."""
+    zk = env.client(timeout=MIN_SESSION_TIMEOUT_MS / 1000)
+    states = StateLog(zk)
+    sid = zk.client_id[0]
+    env.call("create ephemeral", zk.create, env.base + "/e", b"", ephemeral=True)
+    time.sleep(6 * MIN_SESSION_TIMEOUT_MS / 1000)
+    env.record("same session", zk.client_id is not None and zk.client_id[0] == sid)
+    env.record("state changes", list(states.states))
+    env.call("ephemeral still there", zk.exists, env.base + "/e")
+    rc = env.raw()
+    reply_frames = []
+    rc.send_frame(int32(PING_XID) + int32(OP_PING))
+    body = rc.recv_frame()
+    reply_frames.append(("xid", int.from_bytes(body[:4], "big", signed=True), "len", len(body)))
+    env.record("raw ping reply", reply_frames)
+
+
+# ------------------------------------------------------------- resumption
+
+
+@scenario
+def session_resume_with_id_and_password(env):
+    """Reconnecting with the session id and password keeps the session and its ephemerals."""
+    watcher = env.client()
+    first = env.raw()
+    sid, passwd = first.connect_result.session_id, first.connect_result.passwd
+    env.record("first", connect_outcome(first.connect_result))
+    env.raw_call("create ephemeral", first.create, env.base + "/e", b"", EPHEMERAL)
+    first.close()
+    time.sleep(0.3)
+    env.call("ephemeral after disconnect", watcher.exists, env.base + "/e")
+    second = env.raw(connect=False)
+    env.record(
+        "resumed", connect_outcome(second.connect(timeout_ms=10_000, session_id=sid, passwd=passwd))
+    )
+    env.raw_call("resumed session deletes its ephemeral", second.delete, env.base + "/e")
+    env.raw_call("and creates another", second.create, env.base + "/e2", b"", EPHEMERAL)
+    env.call("owner of e2", watcher.exists, env.base + "/e2")
+    resumer = env.client(client_id=(sid, passwd))
+    env.record("kazoo resumes the same session", resumer.client_id[0] == sid)
+    env.call("kazoo sees e2", resumer.exists, env.base + "/e2")
+    env.record("the raw connection it took over", still_open(second))
+
+
+@scenario
+def session_wrong_password_is_expired(env):
+    """A known session id with the wrong password gets an expired-session answer
+    and a closed connection. ZooKeeper drops the session's current connection
+    before it checks the password, but the session and its ephemerals survive."""
+    owner = env.raw()
+    sid, passwd = owner.connect_result.session_id, owner.connect_result.passwd
+    env.raw_call("create ephemeral", owner.create, env.base + "/e", b"", EPHEMERAL)
+    wrong = bytes(b ^ 0xFF for b in passwd)
+    impostor = env.raw(connect=False)
+    env.record("wrong password", connect_outcome(impostor.connect(session_id=sid, passwd=wrong)))
+    env.record("impostor connection", still_open(impostor))
+    short = env.raw(connect=False)
+    env.record("short password", connect_outcome(short.connect(session_id=sid, passwd=passwd[:8])))
+    env.record("owner connection", still_open(owner))
+    env.raw_call("owner's old connection", owner.exists, env.base + "/e")
+    unknown = env.raw(connect=False)
+    env.record(
+        "unknown session id",
+        connect_outcome(unknown.connect(session_id=sid + 0x7777, passwd=passwd)),
+    )
+    zk = env.client(client_id=(sid, wrong))
+    env.record("kazoo with wrong password got a new session", zk.client_id[0] != sid)
+    env.call("ephemeral kept", zk.exists, env.base + "/e")
+
+
+# ------------------------------------------------------------ closeSession
+
+
+@scenario
+def session_close_is_final_and_idempotent(env):
+    """closeSession is answered, then the connection closes; the session cannot
+    be resumed; kazoo's stop()/close() may be repeated."""
+    watcher = env.client()
+    rc = env.raw()
+    sid, passwd = rc.connect_result.session_id, rc.connect_result.passwd
+    env.raw_call("create ephemeral", rc.create, env.base + "/e", b"", EPHEMERAL)
+    env.raw_call("closeSession", rc.close_session)
+    env.record("connection after close", still_open(rc))
+    env.call("ephemeral gone", watcher.exists, env.base + "/e")
+    again = env.raw(connect=False)
+    env.record(
+        "resume closed session", connect_outcome(again.connect(session_id=sid, passwd=passwd))
+    )
+    env.record("that connection", still_open(again))
+
+    zk = env.client()
+    states = StateLog(zk)
+    zk.create(env.base + "/k", b"", ephemeral=True)
+    env.call("stop", zk.stop)
+    env.call("stop again", zk.stop)
+    env.call("close", zk.close)
+    env.record("kazoo states", list(states.states))
+    env.call("kazoo ephemeral gone", watcher.exists, env.base + "/k")
+
+
+@scenario
+def session_close_by_takeover_connection(env):
+    """A session taken over by a second connection can be closed from there:
+    the first connection is dropped and the ephemerals go."""
+    watcher = env.client()
+    first = env.raw()
+    sid, passwd = first.connect_result.session_id, first.connect_result.passwd
+    env.raw_call("create ephemeral", first.create, env.base + "/e", b"", EPHEMERAL)
+    second = env.raw(connect=False)
+    env.record("takeover", connect_outcome(second.connect(session_id=sid, passwd=passwd)))
+    env.record("first connection after takeover", still_open(first))
+    env.raw_call("closeSession from second", second.close_session)
+    env.call("ephemeral gone", watcher.exists, env.base + "/e")
+
+
+@scenario
+def session_ephemeral_owners(env):
+    """ephemeralOwner is the creating session's id; each session has its own."""
+    a = env.client()
+    c = env.client()
+    env.record("a", env.session(a))
+    env.record("c", env.session(c))
+    env.call("a creates", a.create, env.base + "/a", b"", ephemeral=True)
+    env.call("c creates", c.create, env.base + "/c", b"", ephemeral=True)
+    env.call("c creates seq", c.create, env.base + "/s-", b"", ephemeral=True, sequence=True)
+    env.call("stat a", c.exists, env.base + "/a")
+    env.call("stat c", a.exists, env.base + "/c")
+    env.call("c deletes a's ephemeral", c.delete, env.base + "/a")
+    env.call("a's ephemeral is gone", a.exists, env.base + "/a")
+    env.call("ephemerals cannot have children", a.create, env.base + "/c/kid", b"")
+    a.stop()
+    env.call("c's nodes remain", c.get_children, env.base)

@@ -38,8 +38,8 @@ TIME_LINE_RE = re.compile(r"^([cm]time) = (.+)$")
 JAVA_DATE_RE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ \d{4}$")
 OWNER_LINE_RE = re.compile(r"^ephemeralOwner = (0x[0-9a-f]+)$")
 LIST_LINE_RE = re.compile(r"^\[(.*)\]$")
-# Commands whose output order ZooKeeper does not define (HashSet iteration).
-UNORDERED_COMMANDS = ("ls -R", "getEphemerals")
+# Commands whose output order ZooKeeper does not define (HashSet iteration, auth set).
+UNORDERED_COMMANDS = ("ls -R", "getEphemerals", "whoami")
 
 CRUD_SCRIPT = """
 create $B root
