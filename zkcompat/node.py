@@ -29,7 +29,8 @@ def build_standalone(config: Config) -> ServerContext:
     tree = DataTree()
     txn_log = VolatileTxnLog()
     peer = Peer(epoch=0, last_zxid=tree.last_processed_zxid)
-    pipeline = Pipeline(tree, peer, txn_log, config.tick_time_ms, config.server_id,
+    # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId).
+    pipeline = Pipeline(tree, peer, txn_log, config.tick_time_ms, config.server_id or 1,
                         config.extended_types_enabled)
     ctx = ServerContext(config, pipeline)
     ctx.admin = Admin(ctx)

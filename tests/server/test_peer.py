@@ -1,0 +1,34 @@
+"""The ZAB peer of an ensemble of one: propose -> persist -> commit in zxid order."""
+
+from zkcompat.jute import records as r
+from zkcompat.tree.txn import Txn
+from zkcompat.zab.peer import Peer, make_zxid, zxid_epoch
+
+
+def t(zxid):
+    return Txn(r.TxnHeader(1, 1, zxid, 0, 1), None)
+
+
+def test_zxid_layout():
+    assert make_zxid(3, 7) == (3 << 32) | 7
+    assert zxid_epoch(make_zxid(3, 7)) == 3
+
+
+def test_persist_then_deliver_in_order():
+    p = Peer(epoch=1)
+    a, b = t(p.next_zxid()), t(p.next_zxid())
+    assert a.zxid == make_zxid(1, 1)
+    assert p.propose(a).persist == [a]
+    assert p.propose(b).persist == [b]
+    assert p.on_persisted(a.zxid).deliver == [a]
+    assert p.on_persisted(b.zxid).deliver == [b]
+    assert p.on_persisted(b.zxid).deliver == []
+    assert p.last_committed_zxid == b.zxid
+
+
+def test_group_commit_delivers_batch():
+    p = Peer(epoch=0)
+    txns = [t(p.next_zxid()) for _ in range(5)]
+    for x in txns:
+        p.propose(x)
+    assert p.on_persisted(txns[-1].zxid).deliver == txns
