@@ -99,6 +99,9 @@ _KEYS = {
     "4lw.commands.whitelist": ("four_letter_words", _whitelist),
     "jute.maxbuffer": ("jute_maxbuffer", lambda k, v: _int(k, v, 1)),
     "superDigest": ("super_digest", lambda k, v: v.strip()),
+    # ZooKeeper turns unknown zoo.cfg keys into "zookeeper."-prefixed system properties,
+    # so users set the super digest either way.
+    "DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "zookeeper.DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "extendedTypesEnabled": ("extended_types_enabled", _bool),
     "zookeeper.extendedTypesEnabled": ("extended_types_enabled", _bool),
