@@ -34,6 +34,10 @@ class Config:
     jute_maxbuffer: int = JUTE_MAXBUFFER_DEFAULT_BYTES
     super_digest: str | None = None
     extended_types_enabled: bool = False
+    enforce_quota: bool = False
+    container_check_interval_ms: int = 60_000  # znode.container.checkIntervalMs
+    container_max_per_minute: int = 10_000  # znode.container.maxPerMinute
+    container_max_never_used_ms: int = 300_000  # znode.container.maxNeverUsedIntervalMs
     outstanding_requests_max: int = OUTSTANDING_REQUESTS_MAX
     server_id: int = 0
     source: Path | None = None
@@ -105,12 +109,18 @@ _KEYS = {
     "zookeeper.DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "extendedTypesEnabled": ("extended_types_enabled", _bool),
     "zookeeper.extendedTypesEnabled": ("extended_types_enabled", _bool),
+    "enforceQuota": ("enforce_quota", _bool),
+    "zookeeper.enforceQuota": ("enforce_quota", _bool),
+    "znode.container.checkIntervalMs": ("container_check_interval_ms", lambda k, v: _int(k, v, 1)),
+    "znode.container.maxPerMinute": ("container_max_per_minute", lambda k, v: _int(k, v, 1)),
+    "znode.container.maxNeverUsedIntervalMs": (
+        "container_max_never_used_ms", lambda k, v: _int(k, v, 0)),
 }
 # Keys ZooKeeper users commonly have that later issues give meaning to: accepted quietly.
 _LATER = {
     "initLimit", "syncLimit", "dataLogDir", "snapCount", "forceSync", "autopurge.snapRetainCount",
     "autopurge.purgeInterval", "admin.enableServer", "admin.serverPort", "standaloneEnabled",
-    "reconfigEnabled", "preAllocSize", "globalOutstandingLimit", "enforceQuota",
+    "reconfigEnabled", "preAllocSize", "globalOutstandingLimit",
     "metricsProvider.className", "metricsProvider.httpPort",
 }
 

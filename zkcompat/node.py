@@ -8,6 +8,7 @@ from zkcompat.config import Config
 from zkcompat.server.admin import Admin
 from zkcompat.server.connection import Connection
 from zkcompat.server.pipeline import Pipeline
+from zkcompat.server.reaper import run_reaper
 from zkcompat.store.volatile import VolatileTxnLog
 from zkcompat.tree.datatree import DataTree
 from zkcompat.zab.peer import Peer
@@ -31,7 +32,7 @@ def build_standalone(config: Config) -> ServerContext:
     peer = Peer(epoch=0, last_zxid=tree.last_processed_zxid)
     # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId).
     pipeline = Pipeline(tree, peer, txn_log, config.tick_time_ms, config.server_id or 1,
-                        config.extended_types_enabled)
+                        config.extended_types_enabled, config.enforce_quota)
     ctx = ServerContext(config, pipeline)
     ctx.admin = Admin(ctx)
     return ctx
@@ -69,8 +70,14 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
                     "the txn log is in memory: data does not survive a restart yet")
     if ready is not None:
         ready.set_result(addr)
+    reaper = asyncio.create_task(run_reaper(
+        ctx.pipeline, config.container_check_interval_ms, config.container_max_per_minute,
+        config.container_max_never_used_ms))
     tick_s = config.tick_time_ms / 1000
-    async with server:
-        while True:
-            await asyncio.sleep(tick_s)
-            ctx.pipeline.expire_sessions()
+    try:
+        async with server:
+            while True:
+                await asyncio.sleep(tick_s)
+                ctx.pipeline.expire_sessions()
+    finally:
+        reaper.cancel()

@@ -3,8 +3,9 @@
 The generated code is the hot path, so it is straight-line: each run of fixed-size fields
 (including the length or count in front of a ustring, buffer or vector, and the fields of
 nested records) is one precompiled big-endian struct.Struct; nested records are built
-inline without a function call per field; records are built with object.__new__ and slot
-stores, which is cheaper than calling __init__.
+inline without a function call per field; records are made with object.__new__ before
+their fields are decoded, and unpack_from stores straight into their slots, which is
+cheaper than calling __init__ with temporaries.
 """
 
 from __future__ import annotations
@@ -131,9 +132,11 @@ class EncodeEmitter(Emitter):
 
 
 class DecodeEmitter(Emitter):
-    def __init__(self, structs: dict[str, str], indent: int, record: str) -> None:
+    """Decodes straight into assignment targets (slots of records made up front), so a
+    run of fixed-size fields is one unpack_from with no temporaries."""
+
+    def __init__(self, structs: dict[str, str], indent: int) -> None:
         super().__init__(structs, indent)
-        self.record = record
         self.uses_end = False
 
     def flush(self) -> None:
@@ -147,37 +150,33 @@ class DecodeEmitter(Emitter):
         self.line(f"o += {struct.calcsize('>' + fmt)}")
         self.pending = []
 
-    def value(self, type_: str, where: str) -> str:
-        """Emits code that decodes one value; returns the local it ends up in.
+    def value(self, type_: str, target: str, where: str) -> None:
+        """Emits code that decodes one value into target.
 
-        A fixed-size value's local is only bound at the next flush().
+        A fixed-size value is only stored at the next flush().
         """
         if type_ in FIXED:
-            t = self.tmp("f")
-            self.pending.append((FIXED[type_], t))
-            return t
-        if type_ == "ustring" or type_ == "buffer":
+            self.pending.append((FIXED[type_], target))
+        elif type_ == "ustring" or type_ == "buffer":
             n = self.tmp("n")
-            s = self.tmp("s")
             self.uses_end = True
             self.pending.append(("i", n))
             self.flush()
             self.line(f"if {n} < 0:")
             self.line(f"    if {n} != -1:")
             self.line(f"        raise _bad_length({where!r}, {n}, o, end)")
-            self.line(f"    {s} = None")
+            self.line(f"    {target} = None")
             self.line(f"elif o + {n} > end:")
             self.line(f"    raise _bad_length({where!r}, {n}, o, end)")
             self.line("else:")
             if type_ == "ustring":
-                self.line(f"    {s} = str(buf[o:o + {n}], 'utf-8', _JAVA)")
+                self.line(f"    {target} = str(buf[o:o + {n}], 'utf-8', _JAVA)")
             else:
-                self.line(f"    {s} = buf[o:o + {n}]")
-                self.line(f"    if type({s}) is not bytes:")
-                self.line(f"        {s} = bytes({s})")
+                b = self.tmp("b")
+                self.line(f"    {b} = buf[o:o + {n}]")
+                self.line(f"    {target} = {b} if type({b}) is bytes else bytes({b})")
             self.line(f"    o += {n}")
-            return s
-        if (elem := element_type(type_)) is not None:
+        elif (elem := element_type(type_)) is not None:
             n = self.tmp("n")
             v = self.tmp("v")
             self.uses_end = True
@@ -186,31 +185,37 @@ class DecodeEmitter(Emitter):
             # BinaryInputArchive.startVector: -1 is null; BinaryIndex.done() is n <= 0, so
             # Java reads any other negative count as an empty vector.
             self.line(f"if {n} <= 0:")
-            self.line(f"    {v} = None if {n} == -1 else []")
+            self.line(f"    {target} = None if {n} == -1 else []")
             self.line("else:")
             self.indent += 1
             # Checked before allocating anything: each element takes at least this much.
             self.line(f"if {n} > (end - o) // {min_wire_bytes(elem)}:")
             self.line(f"    raise _bad_count({where!r}, {n}, o, end)")
-            self.line(f"{v} = []")
-            self.line("for _ in range(" + n + "):")
+            self.line(f"{target} = {v} = []")
+            self.line(f"for _ in range({n}):")
             self.indent += 1
-            x = self.value(elem, f"{where}[]")
-            self.flush()
-            self.line(f"{v}.append({x})")
+            if elem in FIXED or elem in ("ustring", "buffer") or element_type(elem) is not None:
+                x = self.tmp("x")
+                self.value(elem, x, f"{where}[]")
+                self.flush()
+                self.line(f"{v}.append({x})")
+            else:
+                x = self.tmp("r")
+                self.line(f"{x} = _new({elem})")
+                self.line(f"{v}.append({x})")
+                self.record_fields(BY_NAME[elem], x, f"{where}[]")
+                self.flush()
             self.indent -= 2
-            return v
-        rec = BY_NAME[type_]
-        locals_ = [self.value(f.type, f"{where}.{f.name}") for f in rec.fields]
-        self.flush()
-        r = self.tmp("r")
-        self.construct(rec, r, locals_)
-        return r
+        else:
+            rec = BY_NAME[type_]
+            r = self.tmp("r")
+            self.line(f"{target} = {r} = _new({rec.name})")
+            self.record_fields(rec, r, where)
 
-    def construct(self, rec: Record, target: str, locals_: list[str]) -> None:
-        self.line(f"{target} = _new({rec.name})")
-        for f, loc in zip(rec.fields, locals_, strict=True):
-            self.line(f"{target}.{f.name} = {loc}")
+    def record_fields(self, rec: Record, obj: str, where: str) -> None:
+        for f in rec.fields:
+            if not f.optional_trailing:
+                self.value(f.type, f"{obj}.{f.name}", f"{where}.{f.name}")
 
 
 def gen_record(rec: Record, structs: dict[str, str]) -> list[str]:
@@ -266,7 +271,8 @@ def gen_encode(rec: Record, structs: dict[str, str]) -> list[str]:
         assert f is rec.fields[-1] and f.type == "boolean"
         em.line(f"if self.{f.name} is not None:")
         em.line(f"    out += b'\\x01' if self.{f.name} else b'\\x00'")
-    lines += em.lines
+    encode_body = em.lines
+    lines += encode_body
     lines.append("")
     lines.append("    def to_bytes(self) -> bytes:")
     if is_fixed_record(rec):
@@ -275,7 +281,7 @@ def gen_encode(rec: Record, structs: dict[str, str]) -> list[str]:
         lines.append(f"        return {em.struct_name(fmt)}_pack({args})")
     else:
         lines.append("        out = bytearray()")
-        lines.append("        self.encode(out)")
+        lines += encode_body
         lines.append("        return bytes(out)")
     return lines
 
@@ -283,35 +289,27 @@ def gen_encode(rec: Record, structs: dict[str, str]) -> list[str]:
 def gen_decode(rec: Record, structs: dict[str, str]) -> list[str]:
     lines = ["    @staticmethod"]
     lines.append(f"    def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[{rec.name}, int]:")
-    em = DecodeEmitter(structs, indent=3, record=rec.name)
+    em = DecodeEmitter(structs, indent=3)
+    em.line(f"self = _new({rec.name})")
     if is_fixed_record(rec):
         fmt = "".join(FIXED[f.type] for f in rec.fields)
-        name = em.struct_name(fmt)
-        size = struct.calcsize(">" + fmt)
-        em.line(f"{', '.join(f.name for f in rec.fields)}{',' if len(rec.fields) == 1 else ''}"
-                f" = {name}_unpack_from(buf, offset)")
-        em.construct(rec, "self", [f.name for f in rec.fields])
-        em.line(f"return self, offset + {size}")
+        targets = ", ".join(f"self.{f.name}" for f in rec.fields)
+        comma = "," if len(rec.fields) == 1 else ""
+        em.line(f"{targets}{comma} = {em.struct_name(fmt)}_unpack_from(buf, offset)")
+        em.line(f"return self, offset + {struct.calcsize('>' + fmt)}")
     else:
         em.line("o = offset")
-        locals_ = []
-        for f in rec.fields:
-            if f.optional_trailing:
-                continue
-            locals_.append(em.value(f.type, f"{rec.name}.{f.name}"))
+        em.record_fields(rec, "self", rec.name)
         em.flush()
         for f in rec.fields:
             if f.optional_trailing:
                 # ProtocolManager reads readOnly in a try/catch: absent means an old peer.
-                t = em.tmp("t")
                 em.uses_end = True
                 em.line("if o < end:")
-                em.line(f"    {t} = buf[o] != 0")
+                em.line(f"    self.{f.name} = buf[o] != 0")
                 em.line("    o += 1")
                 em.line("else:")
-                em.line(f"    {t} = None")
-                locals_.append(t)
-        em.construct(rec, "self", locals_)
+                em.line(f"    self.{f.name} = None")
         em.line("return self, o")
         if em.uses_end:
             em.lines.insert(0, "            end = len(buf)")

@@ -122,39 +122,54 @@ class Id:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.scheme
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.id
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Id, int]:
         try:
             end = len(buf)
+            self = _new(Id)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('Id.scheme', n1, o, end)
-                s2 = None
+                self.scheme = None
             elif o + n1 > end:
                 raise _bad_length('Id.scheme', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.scheme = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('Id.id', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('Id.id', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('Id.id', n2, o, end)
+                self.id = None
+            elif o + n2 > end:
+                raise _bad_length('Id.id', n2, o, end)
             else:
-                s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                o += n3
-            self = _new(Id)
-            self.scheme = s2
-            self.id = s4
+                self.id = str(buf[o:o + n2], 'utf-8', _JAVA)
+                o += n2
             return self, o
         except _struct_error as e:
             raise JuteError(f'Id: truncated record ({e})') from None
@@ -207,42 +222,56 @@ class ACL:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        r1 = self.id
+        b2 = r1.scheme
+        if b2 is None:
+            n3 = -1
+            b2 = b''
+        else:
+            b2 = b2.encode() if b2.isascii() else _java_utf8_encode(b2)
+            n3 = len(b2)
+        out += _S_ii_pack(self.perms, n3)
+        out += b2
+        b4 = r1.id
+        if b4 is None:
+            n5 = -1
+            b4 = b''
+        else:
+            b4 = b4.encode() if b4.isascii() else _java_utf8_encode(b4)
+            n5 = len(b4)
+        out += _S_i_pack(n5)
+        out += b4
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ACL, int]:
         try:
             end = len(buf)
+            self = _new(ACL)
             o = offset
-            f1, n2 = _S_ii_unpack_from(buf, o)
+            self.id = r1 = _new(Id)
+            self.perms, n2 = _S_ii_unpack_from(buf, o)
             o += 8
             if n2 < 0:
                 if n2 != -1:
                     raise _bad_length('ACL.id.scheme', n2, o, end)
-                s3 = None
+                r1.scheme = None
             elif o + n2 > end:
                 raise _bad_length('ACL.id.scheme', n2, o, end)
             else:
-                s3 = str(buf[o:o + n2], 'utf-8', _JAVA)
+                r1.scheme = str(buf[o:o + n2], 'utf-8', _JAVA)
                 o += n2
-            n4, = _S_i_unpack_from(buf, o)
+            n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n4 < 0:
-                if n4 != -1:
-                    raise _bad_length('ACL.id.id', n4, o, end)
-                s5 = None
-            elif o + n4 > end:
-                raise _bad_length('ACL.id.id', n4, o, end)
+            if n3 < 0:
+                if n3 != -1:
+                    raise _bad_length('ACL.id.id', n3, o, end)
+                r1.id = None
+            elif o + n3 > end:
+                raise _bad_length('ACL.id.id', n3, o, end)
             else:
-                s5 = str(buf[o:o + n4], 'utf-8', _JAVA)
-                o += n4
-            r6 = _new(Id)
-            r6.scheme = s3
-            r6.id = s5
-            self = _new(ACL)
-            self.perms = f1
-            self.id = r6
+                r1.id = str(buf[o:o + n3], 'utf-8', _JAVA)
+                o += n3
             return self, o
         except _struct_error as e:
             raise JuteError(f'ACL: truncated record ({e})') from None
@@ -290,19 +319,8 @@ class Stat:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Stat, int]:
         try:
-            czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, dataLength, numChildren, pzxid = _S_qqqqiiiqiiq_unpack_from(buf, offset)
             self = _new(Stat)
-            self.czxid = czxid
-            self.mzxid = mzxid
-            self.ctime = ctime
-            self.mtime = mtime
-            self.version = version
-            self.cversion = cversion
-            self.aversion = aversion
-            self.ephemeralOwner = ephemeralOwner
-            self.dataLength = dataLength
-            self.numChildren = numChildren
-            self.pzxid = pzxid
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion, self.aversion, self.ephemeralOwner, self.dataLength, self.numChildren, self.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, offset)
             return self, offset + 68
         except _struct_error as e:
             raise JuteError(f'Stat: truncated record ({e})') from None
@@ -348,17 +366,8 @@ class StatPersisted:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[StatPersisted, int]:
         try:
-            czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, pzxid = _S_qqqqiiiqq_unpack_from(buf, offset)
             self = _new(StatPersisted)
-            self.czxid = czxid
-            self.mzxid = mzxid
-            self.ctime = ctime
-            self.mtime = mtime
-            self.version = version
-            self.cversion = cversion
-            self.aversion = aversion
-            self.ephemeralOwner = ephemeralOwner
-            self.pzxid = pzxid
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion, self.aversion, self.ephemeralOwner, self.pzxid = _S_qqqqiiiqq_unpack_from(buf, offset)
             return self, offset + 60
         except _struct_error as e:
             raise JuteError(f'StatPersisted: truncated record ({e})') from None
@@ -410,39 +419,54 @@ class ClientInfo:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.authScheme
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.user
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ClientInfo, int]:
         try:
             end = len(buf)
+            self = _new(ClientInfo)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('ClientInfo.authScheme', n1, o, end)
-                s2 = None
+                self.authScheme = None
             elif o + n1 > end:
                 raise _bad_length('ClientInfo.authScheme', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.authScheme = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('ClientInfo.user', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('ClientInfo.user', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('ClientInfo.user', n2, o, end)
+                self.user = None
+            elif o + n2 > end:
+                raise _bad_length('ClientInfo.user', n2, o, end)
             else:
-                s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                o += n3
-            self = _new(ClientInfo)
-            self.authScheme = s2
-            self.user = s4
+                self.user = str(buf[o:o + n2], 'utf-8', _JAVA)
+                o += n2
             return self, o
         except _struct_error as e:
             raise JuteError(f'ClientInfo: truncated record ({e})') from None
@@ -490,39 +514,41 @@ class ConnectRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.passwd
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_iqiqi_pack(self.protocolVersion, self.lastZxidSeen, self.timeOut, self.sessionId, n2)
+        out += b1
+        if self.readOnly is not None:
+            out += b'\x01' if self.readOnly else b'\x00'
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ConnectRequest, int]:
         try:
             end = len(buf)
+            self = _new(ConnectRequest)
             o = offset
-            f1, f2, f3, f4, n5 = _S_iqiqi_unpack_from(buf, o)
+            self.protocolVersion, self.lastZxidSeen, self.timeOut, self.sessionId, n1 = _S_iqiqi_unpack_from(buf, o)
             o += 28
-            if n5 < 0:
-                if n5 != -1:
-                    raise _bad_length('ConnectRequest.passwd', n5, o, end)
-                s6 = None
-            elif o + n5 > end:
-                raise _bad_length('ConnectRequest.passwd', n5, o, end)
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('ConnectRequest.passwd', n1, o, end)
+                self.passwd = None
+            elif o + n1 > end:
+                raise _bad_length('ConnectRequest.passwd', n1, o, end)
             else:
-                s6 = buf[o:o + n5]
-                if type(s6) is not bytes:
-                    s6 = bytes(s6)
-                o += n5
+                b2 = buf[o:o + n1]
+                self.passwd = b2 if type(b2) is bytes else bytes(b2)
+                o += n1
             if o < end:
-                t7 = buf[o] != 0
+                self.readOnly = buf[o] != 0
                 o += 1
             else:
-                t7 = None
-            self = _new(ConnectRequest)
-            self.protocolVersion = f1
-            self.lastZxidSeen = f2
-            self.timeOut = f3
-            self.sessionId = f4
-            self.passwd = s6
-            self.readOnly = t7
+                self.readOnly = None
             return self, o
         except _struct_error as e:
             raise JuteError(f'ConnectRequest: truncated record ({e})') from None
@@ -569,38 +595,41 @@ class ConnectResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.passwd
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_iiqi_pack(self.protocolVersion, self.timeOut, self.sessionId, n2)
+        out += b1
+        if self.readOnly is not None:
+            out += b'\x01' if self.readOnly else b'\x00'
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ConnectResponse, int]:
         try:
             end = len(buf)
+            self = _new(ConnectResponse)
             o = offset
-            f1, f2, f3, n4 = _S_iiqi_unpack_from(buf, o)
+            self.protocolVersion, self.timeOut, self.sessionId, n1 = _S_iiqi_unpack_from(buf, o)
             o += 20
-            if n4 < 0:
-                if n4 != -1:
-                    raise _bad_length('ConnectResponse.passwd', n4, o, end)
-                s5 = None
-            elif o + n4 > end:
-                raise _bad_length('ConnectResponse.passwd', n4, o, end)
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('ConnectResponse.passwd', n1, o, end)
+                self.passwd = None
+            elif o + n1 > end:
+                raise _bad_length('ConnectResponse.passwd', n1, o, end)
             else:
-                s5 = buf[o:o + n4]
-                if type(s5) is not bytes:
-                    s5 = bytes(s5)
-                o += n4
+                b2 = buf[o:o + n1]
+                self.passwd = b2 if type(b2) is bytes else bytes(b2)
+                o += n1
             if o < end:
-                t6 = buf[o] != 0
+                self.readOnly = buf[o] != 0
                 o += 1
             else:
-                t6 = None
-            self = _new(ConnectResponse)
-            self.protocolVersion = f1
-            self.timeOut = f2
-            self.sessionId = f3
-            self.passwd = s5
-            self.readOnly = t6
+                self.readOnly = None
             return self, o
         except _struct_error as e:
             raise JuteError(f'ConnectResponse: truncated record ({e})') from None
@@ -681,82 +710,122 @@ class SetWatches:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.dataWatches
+        if v1 is None:
+            out += _S_qi_pack(self.relativeZxid, -1)
+        else:
+            out += _S_qi_pack(self.relativeZxid, len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
+        v5 = self.existWatches
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                b7 = x6
+                if b7 is None:
+                    n8 = -1
+                    b7 = b''
+                else:
+                    b7 = b7.encode() if b7.isascii() else _java_utf8_encode(b7)
+                    n8 = len(b7)
+                out += _S_i_pack(n8)
+                out += b7
+        v9 = self.childWatches
+        if v9 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v9))
+            for x10 in v9:
+                b11 = x10
+                if b11 is None:
+                    n12 = -1
+                    b11 = b''
+                else:
+                    b11 = b11.encode() if b11.isascii() else _java_utf8_encode(b11)
+                    n12 = len(b11)
+                out += _S_i_pack(n12)
+                out += b11
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetWatches, int]:
         try:
             end = len(buf)
+            self = _new(SetWatches)
             o = offset
-            f1, n2 = _S_qi_unpack_from(buf, o)
+            self.relativeZxid, n1 = _S_qi_unpack_from(buf, o)
             o += 12
-            if n2 <= 0:
-                v3 = None if n2 == -1 else []
+            if n1 <= 0:
+                self.dataWatches = None if n1 == -1 else []
             else:
-                if n2 > (end - o) // 4:
-                    raise _bad_count('SetWatches.dataWatches', n2, o, end)
-                v3 = []
-                for _ in range(n2):
+                if n1 > (end - o) // 4:
+                    raise _bad_count('SetWatches.dataWatches', n1, o, end)
+                self.dataWatches = v2 = []
+                for _ in range(n1):
                     n4, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n4 < 0:
                         if n4 != -1:
                             raise _bad_length('SetWatches.dataWatches[]', n4, o, end)
-                        s5 = None
+                        x3 = None
                     elif o + n4 > end:
                         raise _bad_length('SetWatches.dataWatches[]', n4, o, end)
                     else:
-                        s5 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
                         o += n4
-                    v3.append(s5)
-            n6, = _S_i_unpack_from(buf, o)
+                    v2.append(x3)
+            n5, = _S_i_unpack_from(buf, o)
             o += 4
-            if n6 <= 0:
-                v7 = None if n6 == -1 else []
+            if n5 <= 0:
+                self.existWatches = None if n5 == -1 else []
             else:
-                if n6 > (end - o) // 4:
-                    raise _bad_count('SetWatches.existWatches', n6, o, end)
-                v7 = []
-                for _ in range(n6):
+                if n5 > (end - o) // 4:
+                    raise _bad_count('SetWatches.existWatches', n5, o, end)
+                self.existWatches = v6 = []
+                for _ in range(n5):
                     n8, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('SetWatches.existWatches[]', n8, o, end)
-                        s9 = None
+                        x7 = None
                     elif o + n8 > end:
                         raise _bad_length('SetWatches.existWatches[]', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        x7 = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    v7.append(s9)
-            n10, = _S_i_unpack_from(buf, o)
+                    v6.append(x7)
+            n9, = _S_i_unpack_from(buf, o)
             o += 4
-            if n10 <= 0:
-                v11 = None if n10 == -1 else []
+            if n9 <= 0:
+                self.childWatches = None if n9 == -1 else []
             else:
-                if n10 > (end - o) // 4:
-                    raise _bad_count('SetWatches.childWatches', n10, o, end)
-                v11 = []
-                for _ in range(n10):
+                if n9 > (end - o) // 4:
+                    raise _bad_count('SetWatches.childWatches', n9, o, end)
+                self.childWatches = v10 = []
+                for _ in range(n9):
                     n12, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n12 < 0:
                         if n12 != -1:
                             raise _bad_length('SetWatches.childWatches[]', n12, o, end)
-                        s13 = None
+                        x11 = None
                     elif o + n12 > end:
                         raise _bad_length('SetWatches.childWatches[]', n12, o, end)
                     else:
-                        s13 = str(buf[o:o + n12], 'utf-8', _JAVA)
+                        x11 = str(buf[o:o + n12], 'utf-8', _JAVA)
                         o += n12
-                    v11.append(s13)
-            self = _new(SetWatches)
-            self.relativeZxid = f1
-            self.dataWatches = v3
-            self.existWatches = v7
-            self.childWatches = v11
+                    v10.append(x11)
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetWatches: truncated record ({e})') from None
@@ -869,126 +938,194 @@ class SetWatches2:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.dataWatches
+        if v1 is None:
+            out += _S_qi_pack(self.relativeZxid, -1)
+        else:
+            out += _S_qi_pack(self.relativeZxid, len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
+        v5 = self.existWatches
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                b7 = x6
+                if b7 is None:
+                    n8 = -1
+                    b7 = b''
+                else:
+                    b7 = b7.encode() if b7.isascii() else _java_utf8_encode(b7)
+                    n8 = len(b7)
+                out += _S_i_pack(n8)
+                out += b7
+        v9 = self.childWatches
+        if v9 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v9))
+            for x10 in v9:
+                b11 = x10
+                if b11 is None:
+                    n12 = -1
+                    b11 = b''
+                else:
+                    b11 = b11.encode() if b11.isascii() else _java_utf8_encode(b11)
+                    n12 = len(b11)
+                out += _S_i_pack(n12)
+                out += b11
+        v13 = self.persistentWatches
+        if v13 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v13))
+            for x14 in v13:
+                b15 = x14
+                if b15 is None:
+                    n16 = -1
+                    b15 = b''
+                else:
+                    b15 = b15.encode() if b15.isascii() else _java_utf8_encode(b15)
+                    n16 = len(b15)
+                out += _S_i_pack(n16)
+                out += b15
+        v17 = self.persistentRecursiveWatches
+        if v17 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v17))
+            for x18 in v17:
+                b19 = x18
+                if b19 is None:
+                    n20 = -1
+                    b19 = b''
+                else:
+                    b19 = b19.encode() if b19.isascii() else _java_utf8_encode(b19)
+                    n20 = len(b19)
+                out += _S_i_pack(n20)
+                out += b19
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetWatches2, int]:
         try:
             end = len(buf)
+            self = _new(SetWatches2)
             o = offset
-            f1, n2 = _S_qi_unpack_from(buf, o)
+            self.relativeZxid, n1 = _S_qi_unpack_from(buf, o)
             o += 12
-            if n2 <= 0:
-                v3 = None if n2 == -1 else []
+            if n1 <= 0:
+                self.dataWatches = None if n1 == -1 else []
             else:
-                if n2 > (end - o) // 4:
-                    raise _bad_count('SetWatches2.dataWatches', n2, o, end)
-                v3 = []
-                for _ in range(n2):
+                if n1 > (end - o) // 4:
+                    raise _bad_count('SetWatches2.dataWatches', n1, o, end)
+                self.dataWatches = v2 = []
+                for _ in range(n1):
                     n4, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n4 < 0:
                         if n4 != -1:
                             raise _bad_length('SetWatches2.dataWatches[]', n4, o, end)
-                        s5 = None
+                        x3 = None
                     elif o + n4 > end:
                         raise _bad_length('SetWatches2.dataWatches[]', n4, o, end)
                     else:
-                        s5 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
                         o += n4
-                    v3.append(s5)
-            n6, = _S_i_unpack_from(buf, o)
+                    v2.append(x3)
+            n5, = _S_i_unpack_from(buf, o)
             o += 4
-            if n6 <= 0:
-                v7 = None if n6 == -1 else []
+            if n5 <= 0:
+                self.existWatches = None if n5 == -1 else []
             else:
-                if n6 > (end - o) // 4:
-                    raise _bad_count('SetWatches2.existWatches', n6, o, end)
-                v7 = []
-                for _ in range(n6):
+                if n5 > (end - o) // 4:
+                    raise _bad_count('SetWatches2.existWatches', n5, o, end)
+                self.existWatches = v6 = []
+                for _ in range(n5):
                     n8, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('SetWatches2.existWatches[]', n8, o, end)
-                        s9 = None
+                        x7 = None
                     elif o + n8 > end:
                         raise _bad_length('SetWatches2.existWatches[]', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        x7 = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    v7.append(s9)
-            n10, = _S_i_unpack_from(buf, o)
+                    v6.append(x7)
+            n9, = _S_i_unpack_from(buf, o)
             o += 4
-            if n10 <= 0:
-                v11 = None if n10 == -1 else []
+            if n9 <= 0:
+                self.childWatches = None if n9 == -1 else []
             else:
-                if n10 > (end - o) // 4:
-                    raise _bad_count('SetWatches2.childWatches', n10, o, end)
-                v11 = []
-                for _ in range(n10):
+                if n9 > (end - o) // 4:
+                    raise _bad_count('SetWatches2.childWatches', n9, o, end)
+                self.childWatches = v10 = []
+                for _ in range(n9):
                     n12, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n12 < 0:
                         if n12 != -1:
                             raise _bad_length('SetWatches2.childWatches[]', n12, o, end)
-                        s13 = None
+                        x11 = None
                     elif o + n12 > end:
                         raise _bad_length('SetWatches2.childWatches[]', n12, o, end)
                     else:
-                        s13 = str(buf[o:o + n12], 'utf-8', _JAVA)
+                        x11 = str(buf[o:o + n12], 'utf-8', _JAVA)
                         o += n12
-                    v11.append(s13)
-            n14, = _S_i_unpack_from(buf, o)
+                    v10.append(x11)
+            n13, = _S_i_unpack_from(buf, o)
             o += 4
-            if n14 <= 0:
-                v15 = None if n14 == -1 else []
+            if n13 <= 0:
+                self.persistentWatches = None if n13 == -1 else []
             else:
-                if n14 > (end - o) // 4:
-                    raise _bad_count('SetWatches2.persistentWatches', n14, o, end)
-                v15 = []
-                for _ in range(n14):
+                if n13 > (end - o) // 4:
+                    raise _bad_count('SetWatches2.persistentWatches', n13, o, end)
+                self.persistentWatches = v14 = []
+                for _ in range(n13):
                     n16, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n16 < 0:
                         if n16 != -1:
                             raise _bad_length('SetWatches2.persistentWatches[]', n16, o, end)
-                        s17 = None
+                        x15 = None
                     elif o + n16 > end:
                         raise _bad_length('SetWatches2.persistentWatches[]', n16, o, end)
                     else:
-                        s17 = str(buf[o:o + n16], 'utf-8', _JAVA)
+                        x15 = str(buf[o:o + n16], 'utf-8', _JAVA)
                         o += n16
-                    v15.append(s17)
-            n18, = _S_i_unpack_from(buf, o)
+                    v14.append(x15)
+            n17, = _S_i_unpack_from(buf, o)
             o += 4
-            if n18 <= 0:
-                v19 = None if n18 == -1 else []
+            if n17 <= 0:
+                self.persistentRecursiveWatches = None if n17 == -1 else []
             else:
-                if n18 > (end - o) // 4:
-                    raise _bad_count('SetWatches2.persistentRecursiveWatches', n18, o, end)
-                v19 = []
-                for _ in range(n18):
+                if n17 > (end - o) // 4:
+                    raise _bad_count('SetWatches2.persistentRecursiveWatches', n17, o, end)
+                self.persistentRecursiveWatches = v18 = []
+                for _ in range(n17):
                     n20, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n20 < 0:
                         if n20 != -1:
                             raise _bad_length('SetWatches2.persistentRecursiveWatches[]', n20, o, end)
-                        s21 = None
+                        x19 = None
                     elif o + n20 > end:
                         raise _bad_length('SetWatches2.persistentRecursiveWatches[]', n20, o, end)
                     else:
-                        s21 = str(buf[o:o + n20], 'utf-8', _JAVA)
+                        x19 = str(buf[o:o + n20], 'utf-8', _JAVA)
                         o += n20
-                    v19.append(s21)
-            self = _new(SetWatches2)
-            self.relativeZxid = f1
-            self.dataWatches = v3
-            self.existWatches = v7
-            self.childWatches = v11
-            self.persistentWatches = v15
-            self.persistentRecursiveWatches = v19
+                    v18.append(x19)
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetWatches2: truncated record ({e})') from None
@@ -1027,10 +1164,8 @@ class RequestHeader:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[RequestHeader, int]:
         try:
-            xid, type = _S_ii_unpack_from(buf, offset)
             self = _new(RequestHeader)
-            self.xid = xid
-            self.type = type
+            self.xid, self.type = _S_ii_unpack_from(buf, offset)
             return self, offset + 8
         except _struct_error as e:
             raise JuteError(f'RequestHeader: truncated record ({e})') from None
@@ -1070,11 +1205,8 @@ class MultiHeader:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[MultiHeader, int]:
         try:
-            type, done, err = _S_izi_unpack_from(buf, offset)
             self = _new(MultiHeader)
-            self.type = type
-            self.done = done
-            self.err = err
+            self.type, self.done, self.err = _S_izi_unpack_from(buf, offset)
             return self, offset + 9
         except _struct_error as e:
             raise JuteError(f'MultiHeader: truncated record ({e})') from None
@@ -1126,42 +1258,54 @@ class AuthPacket:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.scheme
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_ii_pack(self.type, n2)
+        out += b1
+        b3 = self.auth
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[AuthPacket, int]:
         try:
             end = len(buf)
+            self = _new(AuthPacket)
             o = offset
-            f1, n2 = _S_ii_unpack_from(buf, o)
+            self.type, n1 = _S_ii_unpack_from(buf, o)
             o += 8
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('AuthPacket.scheme', n1, o, end)
+                self.scheme = None
+            elif o + n1 > end:
+                raise _bad_length('AuthPacket.scheme', n1, o, end)
+            else:
+                self.scheme = str(buf[o:o + n1], 'utf-8', _JAVA)
+                o += n1
+            n2, = _S_i_unpack_from(buf, o)
+            o += 4
             if n2 < 0:
                 if n2 != -1:
-                    raise _bad_length('AuthPacket.scheme', n2, o, end)
-                s3 = None
+                    raise _bad_length('AuthPacket.auth', n2, o, end)
+                self.auth = None
             elif o + n2 > end:
-                raise _bad_length('AuthPacket.scheme', n2, o, end)
+                raise _bad_length('AuthPacket.auth', n2, o, end)
             else:
-                s3 = str(buf[o:o + n2], 'utf-8', _JAVA)
+                b3 = buf[o:o + n2]
+                self.auth = b3 if type(b3) is bytes else bytes(b3)
                 o += n2
-            n4, = _S_i_unpack_from(buf, o)
-            o += 4
-            if n4 < 0:
-                if n4 != -1:
-                    raise _bad_length('AuthPacket.auth', n4, o, end)
-                s5 = None
-            elif o + n4 > end:
-                raise _bad_length('AuthPacket.auth', n4, o, end)
-            else:
-                s5 = buf[o:o + n4]
-                if type(s5) is not bytes:
-                    s5 = bytes(s5)
-                o += n4
-            self = _new(AuthPacket)
-            self.type = f1
-            self.scheme = s3
-            self.auth = s5
             return self, o
         except _struct_error as e:
             raise JuteError(f'AuthPacket: truncated record ({e})') from None
@@ -1201,11 +1345,8 @@ class ReplyHeader:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ReplyHeader, int]:
         try:
-            xid, zxid, err = _S_iqi_unpack_from(buf, offset)
             self = _new(ReplyHeader)
-            self.xid = xid
-            self.zxid = zxid
-            self.err = err
+            self.xid, self.zxid, self.err = _S_iqi_unpack_from(buf, offset)
             return self, offset + 16
         except _struct_error as e:
             raise JuteError(f'ReplyHeader: truncated record ({e})') from None
@@ -1249,30 +1390,37 @@ class GetDataRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_z_pack(self.watch)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetDataRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetDataRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetDataRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetDataRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_z_unpack_from(buf, o)
+            self.watch, = _S_z_unpack_from(buf, o)
             o += 1
-            self = _new(GetDataRequest)
-            self.path = s2
-            self.watch = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetDataRequest: truncated record ({e})') from None
@@ -1325,44 +1473,57 @@ class SetDataRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetDataRequest, int]:
         try:
             end = len(buf)
+            self = _new(SetDataRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetDataRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetDataRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('SetDataRequest.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('SetDataRequest.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('SetDataRequest.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('SetDataRequest.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            f5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetDataRequest)
-            self.path = s2
-            self.data = s4
-            self.version = f5
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetDataRequest: truncated record ({e})') from None
@@ -1426,54 +1587,77 @@ class ReconfigRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.joiningServers
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.leavingServers
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        b5 = self.newMembers
+        if b5 is None:
+            n6 = -1
+            b5 = b''
+        else:
+            b5 = b5.encode() if b5.isascii() else _java_utf8_encode(b5)
+            n6 = len(b5)
+        out += _S_i_pack(n6)
+        out += b5
+        out += _S_q_pack(self.curConfigId)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ReconfigRequest, int]:
         try:
             end = len(buf)
+            self = _new(ReconfigRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('ReconfigRequest.joiningServers', n1, o, end)
-                s2 = None
+                self.joiningServers = None
             elif o + n1 > end:
                 raise _bad_length('ReconfigRequest.joiningServers', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.joiningServers = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
+            n2, = _S_i_unpack_from(buf, o)
+            o += 4
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('ReconfigRequest.leavingServers', n2, o, end)
+                self.leavingServers = None
+            elif o + n2 > end:
+                raise _bad_length('ReconfigRequest.leavingServers', n2, o, end)
+            else:
+                self.leavingServers = str(buf[o:o + n2], 'utf-8', _JAVA)
+                o += n2
             n3, = _S_i_unpack_from(buf, o)
             o += 4
             if n3 < 0:
                 if n3 != -1:
-                    raise _bad_length('ReconfigRequest.leavingServers', n3, o, end)
-                s4 = None
+                    raise _bad_length('ReconfigRequest.newMembers', n3, o, end)
+                self.newMembers = None
             elif o + n3 > end:
-                raise _bad_length('ReconfigRequest.leavingServers', n3, o, end)
+                raise _bad_length('ReconfigRequest.newMembers', n3, o, end)
             else:
-                s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
+                self.newMembers = str(buf[o:o + n3], 'utf-8', _JAVA)
                 o += n3
-            n5, = _S_i_unpack_from(buf, o)
-            o += 4
-            if n5 < 0:
-                if n5 != -1:
-                    raise _bad_length('ReconfigRequest.newMembers', n5, o, end)
-                s6 = None
-            elif o + n5 > end:
-                raise _bad_length('ReconfigRequest.newMembers', n5, o, end)
-            else:
-                s6 = str(buf[o:o + n5], 'utf-8', _JAVA)
-                o += n5
-            f7, = _S_q_unpack_from(buf, o)
+            self.curConfigId, = _S_q_unpack_from(buf, o)
             o += 8
-            self = _new(ReconfigRequest)
-            self.joiningServers = s2
-            self.leavingServers = s4
-            self.newMembers = s6
-            self.curConfigId = f7
             return self, o
         except _struct_error as e:
             raise JuteError(f'ReconfigRequest: truncated record ({e})') from None
@@ -1508,29 +1692,18 @@ class SetDataResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        r1 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetDataResponse, int]:
         try:
-            o = offset
-            f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11 = _S_qqqqiiiqiiq_unpack_from(buf, o)
-            o += 68
-            r12 = _new(Stat)
-            r12.czxid = f1
-            r12.mzxid = f2
-            r12.ctime = f3
-            r12.mtime = f4
-            r12.version = f5
-            r12.cversion = f6
-            r12.aversion = f7
-            r12.ephemeralOwner = f8
-            r12.dataLength = f9
-            r12.numChildren = f10
-            r12.pzxid = f11
             self = _new(SetDataResponse)
-            self.stat = r12
+            o = offset
+            self.stat = r1 = _new(Stat)
+            r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            o += 68
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetDataResponse: truncated record ({e})') from None
@@ -1571,29 +1744,34 @@ class GetSASLRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.token
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetSASLRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetSASLRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetSASLRequest.token', n1, o, end)
-                s2 = None
+                self.token = None
             elif o + n1 > end:
                 raise _bad_length('GetSASLRequest.token', n1, o, end)
             else:
-                s2 = buf[o:o + n1]
-                if type(s2) is not bytes:
-                    s2 = bytes(s2)
+                b2 = buf[o:o + n1]
+                self.token = b2 if type(b2) is bytes else bytes(b2)
                 o += n1
-            self = _new(GetSASLRequest)
-            self.token = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetSASLRequest: truncated record ({e})') from None
@@ -1634,29 +1812,34 @@ class SetSASLRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.token
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetSASLRequest, int]:
         try:
             end = len(buf)
+            self = _new(SetSASLRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetSASLRequest.token', n1, o, end)
-                s2 = None
+                self.token = None
             elif o + n1 > end:
                 raise _bad_length('SetSASLRequest.token', n1, o, end)
             else:
-                s2 = buf[o:o + n1]
-                if type(s2) is not bytes:
-                    s2 = bytes(s2)
+                b2 = buf[o:o + n1]
+                self.token = b2 if type(b2) is bytes else bytes(b2)
                 o += n1
-            self = _new(SetSASLRequest)
-            self.token = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetSASLRequest: truncated record ({e})') from None
@@ -1697,29 +1880,34 @@ class SetSASLResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.token
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetSASLResponse, int]:
         try:
             end = len(buf)
+            self = _new(SetSASLResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetSASLResponse.token', n1, o, end)
-                s2 = None
+                self.token = None
             elif o + n1 > end:
                 raise _bad_length('SetSASLResponse.token', n1, o, end)
             else:
-                s2 = buf[o:o + n1]
-                if type(s2) is not bytes:
-                    s2 = bytes(s2)
+                b2 = buf[o:o + n1]
+                self.token = b2 if type(b2) is bytes else bytes(b2)
                 o += n1
-            self = _new(SetSASLResponse)
-            self.token = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetSASLResponse: truncated record ({e})') from None
@@ -1798,83 +1986,116 @@ class CreateRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_i_pack(self.flags)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateRequest, int]:
         try:
             end = len(buf)
+            self = _new(CreateRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateRequest.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateRequest.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateRequest.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateRequest.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateRequest.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateRequest.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateRequest.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateRequest.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateRequest.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateRequest.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateRequest.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateRequest.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, = _S_i_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.flags, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(CreateRequest)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.flags = f14
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateRequest: truncated record ({e})') from None
@@ -1954,84 +2175,116 @@ class CreateTTLRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_iq_pack(self.flags, self.ttl)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateTTLRequest, int]:
         try:
             end = len(buf)
+            self = _new(CreateTTLRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateTTLRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateTTLRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateTTLRequest.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateTTLRequest.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateTTLRequest.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateTTLRequest.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateTTLRequest.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateTTLRequest.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateTTLRequest.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateTTLRequest.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateTTLRequest.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateTTLRequest.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateTTLRequest.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateTTLRequest.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, f15 = _S_iq_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.flags, self.ttl = _S_iq_unpack_from(buf, o)
             o += 12
-            self = _new(CreateTTLRequest)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.flags = f14
-            self.ttl = f15
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateTTLRequest: truncated record ({e})') from None
@@ -2075,30 +2328,37 @@ class DeleteRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[DeleteRequest, int]:
         try:
             end = len(buf)
+            self = _new(DeleteRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('DeleteRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('DeleteRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(DeleteRequest)
-            self.path = s2
-            self.version = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'DeleteRequest: truncated record ({e})') from None
@@ -2142,30 +2402,37 @@ class GetChildrenRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_z_pack(self.watch)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetChildrenRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetChildrenRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetChildrenRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetChildrenRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_z_unpack_from(buf, o)
+            self.watch, = _S_z_unpack_from(buf, o)
             o += 1
-            self = _new(GetChildrenRequest)
-            self.path = s2
-            self.watch = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetChildrenRequest: truncated record ({e})') from None
@@ -2207,27 +2474,34 @@ class GetAllChildrenNumberRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetAllChildrenNumberRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetAllChildrenNumberRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetAllChildrenNumberRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetAllChildrenNumberRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(GetAllChildrenNumberRequest)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetAllChildrenNumberRequest: truncated record ({e})') from None
@@ -2271,30 +2545,37 @@ class GetChildren2Request:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_z_pack(self.watch)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetChildren2Request, int]:
         try:
             end = len(buf)
+            self = _new(GetChildren2Request)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetChildren2Request.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetChildren2Request.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_z_unpack_from(buf, o)
+            self.watch, = _S_z_unpack_from(buf, o)
             o += 1
-            self = _new(GetChildren2Request)
-            self.path = s2
-            self.watch = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetChildren2Request: truncated record ({e})') from None
@@ -2338,30 +2619,37 @@ class CheckVersionRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CheckVersionRequest, int]:
         try:
             end = len(buf)
+            self = _new(CheckVersionRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CheckVersionRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CheckVersionRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(CheckVersionRequest)
-            self.path = s2
-            self.version = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'CheckVersionRequest: truncated record ({e})') from None
@@ -2403,27 +2691,34 @@ class GetMaxChildrenRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetMaxChildrenRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetMaxChildrenRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetMaxChildrenRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetMaxChildrenRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(GetMaxChildrenRequest)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetMaxChildrenRequest: truncated record ({e})') from None
@@ -2461,9 +2756,8 @@ class GetMaxChildrenResponse:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetMaxChildrenResponse, int]:
         try:
-            max, = _S_i_unpack_from(buf, offset)
             self = _new(GetMaxChildrenResponse)
-            self.max = max
+            self.max, = _S_i_unpack_from(buf, offset)
             return self, offset + 4
         except _struct_error as e:
             raise JuteError(f'GetMaxChildrenResponse: truncated record ({e})') from None
@@ -2507,30 +2801,37 @@ class SetMaxChildrenRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.max)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetMaxChildrenRequest, int]:
         try:
             end = len(buf)
+            self = _new(SetMaxChildrenRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetMaxChildrenRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetMaxChildrenRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.max, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetMaxChildrenRequest)
-            self.path = s2
-            self.max = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetMaxChildrenRequest: truncated record ({e})') from None
@@ -2572,27 +2873,34 @@ class SyncRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SyncRequest, int]:
         try:
             end = len(buf)
+            self = _new(SyncRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SyncRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SyncRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(SyncRequest)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'SyncRequest: truncated record ({e})') from None
@@ -2634,27 +2942,34 @@ class SyncResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SyncResponse, int]:
         try:
             end = len(buf)
+            self = _new(SyncResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SyncResponse.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SyncResponse.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(SyncResponse)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'SyncResponse: truncated record ({e})') from None
@@ -2696,27 +3011,34 @@ class GetACLRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetACLRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetACLRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetACLRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('GetACLRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(GetACLRequest)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetACLRequest: truncated record ({e})') from None
@@ -2786,69 +3108,96 @@ class SetACLRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        v3 = self.acl
+        if v3 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v3))
+            for x4 in v3:
+                r5 = x4.id
+                b6 = r5.scheme
+                if b6 is None:
+                    n7 = -1
+                    b6 = b''
+                else:
+                    b6 = b6.encode() if b6.isascii() else _java_utf8_encode(b6)
+                    n7 = len(b6)
+                out += _S_ii_pack(x4.perms, n7)
+                out += b6
+                b8 = r5.id
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_i_pack(n9)
+                out += b8
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetACLRequest, int]:
         try:
             end = len(buf)
+            self = _new(SetACLRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetACLRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetACLRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
-                v4 = None if n3 == -1 else []
+            if n2 <= 0:
+                self.acl = None if n2 == -1 else []
             else:
-                if n3 > (end - o) // 12:
-                    raise _bad_count('SetACLRequest.acl', n3, o, end)
-                v4 = []
-                for _ in range(n3):
-                    f5, n6 = _S_ii_unpack_from(buf, o)
+                if n2 > (end - o) // 12:
+                    raise _bad_count('SetACLRequest.acl', n2, o, end)
+                self.acl = v3 = []
+                for _ in range(n2):
+                    r4 = _new(ACL)
+                    v3.append(r4)
+                    r4.id = r5 = _new(Id)
+                    r4.perms, n6 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n6 < 0:
                         if n6 != -1:
                             raise _bad_length('SetACLRequest.acl[].id.scheme', n6, o, end)
-                        s7 = None
+                        r5.scheme = None
                     elif o + n6 > end:
                         raise _bad_length('SetACLRequest.acl[].id.scheme', n6, o, end)
                     else:
-                        s7 = str(buf[o:o + n6], 'utf-8', _JAVA)
+                        r5.scheme = str(buf[o:o + n6], 'utf-8', _JAVA)
                         o += n6
-                    n8, = _S_i_unpack_from(buf, o)
+                    n7, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n8 < 0:
-                        if n8 != -1:
-                            raise _bad_length('SetACLRequest.acl[].id.id', n8, o, end)
-                        s9 = None
-                    elif o + n8 > end:
-                        raise _bad_length('SetACLRequest.acl[].id.id', n8, o, end)
+                    if n7 < 0:
+                        if n7 != -1:
+                            raise _bad_length('SetACLRequest.acl[].id.id', n7, o, end)
+                        r5.id = None
+                    elif o + n7 > end:
+                        raise _bad_length('SetACLRequest.acl[].id.id', n7, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
-                        o += n8
-                    r10 = _new(Id)
-                    r10.scheme = s7
-                    r10.id = s9
-                    r11 = _new(ACL)
-                    r11.perms = f5
-                    r11.id = r10
-                    v4.append(r11)
-            f12, = _S_i_unpack_from(buf, o)
+                        r5.id = str(buf[o:o + n7], 'utf-8', _JAVA)
+                        o += n7
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetACLRequest)
-            self.path = s2
-            self.acl = v4
-            self.version = f12
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetACLRequest: truncated record ({e})') from None
@@ -2883,29 +3232,18 @@ class SetACLResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        r1 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetACLResponse, int]:
         try:
-            o = offset
-            f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11 = _S_qqqqiiiqiiq_unpack_from(buf, o)
-            o += 68
-            r12 = _new(Stat)
-            r12.czxid = f1
-            r12.mzxid = f2
-            r12.ctime = f3
-            r12.mtime = f4
-            r12.version = f5
-            r12.cversion = f6
-            r12.aversion = f7
-            r12.ephemeralOwner = f8
-            r12.dataLength = f9
-            r12.numChildren = f10
-            r12.pzxid = f11
             self = _new(SetACLResponse)
-            self.stat = r12
+            o = offset
+            self.stat = r1 = _new(Stat)
+            r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            o += 68
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetACLResponse: truncated record ({e})') from None
@@ -2949,30 +3287,37 @@ class AddWatchRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.mode)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[AddWatchRequest, int]:
         try:
             end = len(buf)
+            self = _new(AddWatchRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('AddWatchRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('AddWatchRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.mode, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(AddWatchRequest)
-            self.path = s2
-            self.mode = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'AddWatchRequest: truncated record ({e})') from None
@@ -3016,29 +3361,34 @@ class WatcherEvent:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_iii_pack(self.type, self.state, n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[WatcherEvent, int]:
         try:
             end = len(buf)
-            o = offset
-            f1, f2, n3 = _S_iii_unpack_from(buf, o)
-            o += 12
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('WatcherEvent.path', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('WatcherEvent.path', n3, o, end)
-            else:
-                s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                o += n3
             self = _new(WatcherEvent)
-            self.type = f1
-            self.state = f2
-            self.path = s4
+            o = offset
+            self.type, self.state, n1 = _S_iii_unpack_from(buf, o)
+            o += 12
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('WatcherEvent.path', n1, o, end)
+                self.path = None
+            elif o + n1 > end:
+                raise _bad_length('WatcherEvent.path', n1, o, end)
+            else:
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
+                o += n1
             return self, o
         except _struct_error as e:
             raise JuteError(f'WatcherEvent: truncated record ({e})') from None
@@ -3076,9 +3426,8 @@ class ErrorResponse:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ErrorResponse, int]:
         try:
-            err, = _S_i_unpack_from(buf, offset)
             self = _new(ErrorResponse)
-            self.err = err
+            self.err, = _S_i_unpack_from(buf, offset)
             return self, offset + 4
         except _struct_error as e:
             raise JuteError(f'ErrorResponse: truncated record ({e})') from None
@@ -3120,27 +3469,34 @@ class CreateResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateResponse, int]:
         try:
             end = len(buf)
+            self = _new(CreateResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateResponse.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateResponse.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(CreateResponse)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateResponse: truncated record ({e})') from None
@@ -3185,42 +3541,39 @@ class Create2Response:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        r3 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r3.czxid, r3.mzxid, r3.ctime, r3.mtime, r3.version, r3.cversion, r3.aversion, r3.ephemeralOwner, r3.dataLength, r3.numChildren, r3.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Create2Response, int]:
         try:
             end = len(buf)
+            self = _new(Create2Response)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('Create2Response.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('Create2Response.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13 = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            self.stat = r2 = _new(Stat)
+            r2.czxid, r2.mzxid, r2.ctime, r2.mtime, r2.version, r2.cversion, r2.aversion, r2.ephemeralOwner, r2.dataLength, r2.numChildren, r2.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
             o += 68
-            r14 = _new(Stat)
-            r14.czxid = f3
-            r14.mzxid = f4
-            r14.ctime = f5
-            r14.mtime = f6
-            r14.version = f7
-            r14.cversion = f8
-            r14.aversion = f9
-            r14.ephemeralOwner = f10
-            r14.dataLength = f11
-            r14.numChildren = f12
-            r14.pzxid = f13
-            self = _new(Create2Response)
-            self.path = s2
-            self.stat = r14
             return self, o
         except _struct_error as e:
             raise JuteError(f'Create2Response: truncated record ({e})') from None
@@ -3264,30 +3617,37 @@ class ExistsRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_z_pack(self.watch)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ExistsRequest, int]:
         try:
             end = len(buf)
+            self = _new(ExistsRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('ExistsRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('ExistsRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_z_unpack_from(buf, o)
+            self.watch, = _S_z_unpack_from(buf, o)
             o += 1
-            self = _new(ExistsRequest)
-            self.path = s2
-            self.watch = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'ExistsRequest: truncated record ({e})') from None
@@ -3322,29 +3682,18 @@ class ExistsResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        r1 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ExistsResponse, int]:
         try:
-            o = offset
-            f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11 = _S_qqqqiiiqiiq_unpack_from(buf, o)
-            o += 68
-            r12 = _new(Stat)
-            r12.czxid = f1
-            r12.mzxid = f2
-            r12.ctime = f3
-            r12.mtime = f4
-            r12.version = f5
-            r12.cversion = f6
-            r12.aversion = f7
-            r12.ephemeralOwner = f8
-            r12.dataLength = f9
-            r12.numChildren = f10
-            r12.pzxid = f11
             self = _new(ExistsResponse)
-            self.stat = r12
+            o = offset
+            self.stat = r1 = _new(Stat)
+            r1.czxid, r1.mzxid, r1.ctime, r1.mtime, r1.version, r1.cversion, r1.aversion, r1.ephemeralOwner, r1.dataLength, r1.numChildren, r1.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            o += 68
             return self, o
         except _struct_error as e:
             raise JuteError(f'ExistsResponse: truncated record ({e})') from None
@@ -3388,44 +3737,39 @@ class GetDataResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.data
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        r3 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r3.czxid, r3.mzxid, r3.ctime, r3.mtime, r3.version, r3.cversion, r3.aversion, r3.ephemeralOwner, r3.dataLength, r3.numChildren, r3.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetDataResponse, int]:
         try:
             end = len(buf)
+            self = _new(GetDataResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetDataResponse.data', n1, o, end)
-                s2 = None
+                self.data = None
             elif o + n1 > end:
                 raise _bad_length('GetDataResponse.data', n1, o, end)
             else:
-                s2 = buf[o:o + n1]
-                if type(s2) is not bytes:
-                    s2 = bytes(s2)
+                b2 = buf[o:o + n1]
+                self.data = b2 if type(b2) is bytes else bytes(b2)
                 o += n1
-            f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13 = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            self.stat = r3 = _new(Stat)
+            r3.czxid, r3.mzxid, r3.ctime, r3.mtime, r3.version, r3.cversion, r3.aversion, r3.ephemeralOwner, r3.dataLength, r3.numChildren, r3.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
             o += 68
-            r14 = _new(Stat)
-            r14.czxid = f3
-            r14.mzxid = f4
-            r14.ctime = f5
-            r14.mtime = f6
-            r14.version = f7
-            r14.cversion = f8
-            r14.aversion = f9
-            r14.ephemeralOwner = f10
-            r14.dataLength = f11
-            r14.numChildren = f12
-            r14.pzxid = f13
-            self = _new(GetDataResponse)
-            self.data = s2
-            self.stat = r14
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetDataResponse: truncated record ({e})') from None
@@ -3473,37 +3817,50 @@ class GetChildrenResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.children
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetChildrenResponse, int]:
         try:
             end = len(buf)
+            self = _new(GetChildrenResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.children = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 4:
                     raise _bad_count('GetChildrenResponse.children', n1, o, end)
-                v2 = []
+                self.children = v2 = []
                 for _ in range(n1):
-                    n3, = _S_i_unpack_from(buf, o)
+                    n4, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _bad_length('GetChildrenResponse.children[]', n3, o, end)
-                        s4 = None
-                    elif o + n3 > end:
-                        raise _bad_length('GetChildrenResponse.children[]', n3, o, end)
+                    if n4 < 0:
+                        if n4 != -1:
+                            raise _bad_length('GetChildrenResponse.children[]', n4, o, end)
+                        x3 = None
+                    elif o + n4 > end:
+                        raise _bad_length('GetChildrenResponse.children[]', n4, o, end)
                     else:
-                        s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                        o += n3
-                    v2.append(s4)
-            self = _new(GetChildrenResponse)
-            self.children = v2
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        o += n4
+                    v2.append(x3)
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetChildrenResponse: truncated record ({e})') from None
@@ -3541,9 +3898,8 @@ class GetAllChildrenNumberResponse:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetAllChildrenNumberResponse, int]:
         try:
-            totalNumber, = _S_i_unpack_from(buf, offset)
             self = _new(GetAllChildrenNumberResponse)
-            self.totalNumber = totalNumber
+            self.totalNumber, = _S_i_unpack_from(buf, offset)
             return self, offset + 4
         except _struct_error as e:
             raise JuteError(f'GetAllChildrenNumberResponse: truncated record ({e})') from None
@@ -3594,52 +3950,55 @@ class GetChildren2Response:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.children
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
+        r5 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r5.czxid, r5.mzxid, r5.ctime, r5.mtime, r5.version, r5.cversion, r5.aversion, r5.ephemeralOwner, r5.dataLength, r5.numChildren, r5.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetChildren2Response, int]:
         try:
             end = len(buf)
+            self = _new(GetChildren2Response)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.children = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 4:
                     raise _bad_count('GetChildren2Response.children', n1, o, end)
-                v2 = []
+                self.children = v2 = []
                 for _ in range(n1):
-                    n3, = _S_i_unpack_from(buf, o)
+                    n4, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _bad_length('GetChildren2Response.children[]', n3, o, end)
-                        s4 = None
-                    elif o + n3 > end:
-                        raise _bad_length('GetChildren2Response.children[]', n3, o, end)
+                    if n4 < 0:
+                        if n4 != -1:
+                            raise _bad_length('GetChildren2Response.children[]', n4, o, end)
+                        x3 = None
+                    elif o + n4 > end:
+                        raise _bad_length('GetChildren2Response.children[]', n4, o, end)
                     else:
-                        s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                        o += n3
-                    v2.append(s4)
-            f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15 = _S_qqqqiiiqiiq_unpack_from(buf, o)
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        o += n4
+                    v2.append(x3)
+            self.stat = r5 = _new(Stat)
+            r5.czxid, r5.mzxid, r5.ctime, r5.mtime, r5.version, r5.cversion, r5.aversion, r5.ephemeralOwner, r5.dataLength, r5.numChildren, r5.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
             o += 68
-            r16 = _new(Stat)
-            r16.czxid = f5
-            r16.mzxid = f6
-            r16.ctime = f7
-            r16.mtime = f8
-            r16.version = f9
-            r16.cversion = f10
-            r16.aversion = f11
-            r16.ephemeralOwner = f12
-            r16.dataLength = f13
-            r16.numChildren = f14
-            r16.pzxid = f15
-            self = _new(GetChildren2Response)
-            self.children = v2
-            self.stat = r16
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetChildren2Response: truncated record ({e})') from None
@@ -3700,69 +4059,78 @@ class GetACLResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.acl
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                r3 = x2.id
+                b4 = r3.scheme
+                if b4 is None:
+                    n5 = -1
+                    b4 = b''
+                else:
+                    b4 = b4.encode() if b4.isascii() else _java_utf8_encode(b4)
+                    n5 = len(b4)
+                out += _S_ii_pack(x2.perms, n5)
+                out += b4
+                b6 = r3.id
+                if b6 is None:
+                    n7 = -1
+                    b6 = b''
+                else:
+                    b6 = b6.encode() if b6.isascii() else _java_utf8_encode(b6)
+                    n7 = len(b6)
+                out += _S_i_pack(n7)
+                out += b6
+        r8 = self.stat
+        out += _S_qqqqiiiqiiq_pack(r8.czxid, r8.mzxid, r8.ctime, r8.mtime, r8.version, r8.cversion, r8.aversion, r8.ephemeralOwner, r8.dataLength, r8.numChildren, r8.pzxid)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetACLResponse, int]:
         try:
             end = len(buf)
+            self = _new(GetACLResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.acl = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 12:
                     raise _bad_count('GetACLResponse.acl', n1, o, end)
-                v2 = []
+                self.acl = v2 = []
                 for _ in range(n1):
-                    f3, n4 = _S_ii_unpack_from(buf, o)
+                    r3 = _new(ACL)
+                    v2.append(r3)
+                    r3.id = r4 = _new(Id)
+                    r3.perms, n5 = _S_ii_unpack_from(buf, o)
                     o += 8
-                    if n4 < 0:
-                        if n4 != -1:
-                            raise _bad_length('GetACLResponse.acl[].id.scheme', n4, o, end)
-                        s5 = None
-                    elif o + n4 > end:
-                        raise _bad_length('GetACLResponse.acl[].id.scheme', n4, o, end)
+                    if n5 < 0:
+                        if n5 != -1:
+                            raise _bad_length('GetACLResponse.acl[].id.scheme', n5, o, end)
+                        r4.scheme = None
+                    elif o + n5 > end:
+                        raise _bad_length('GetACLResponse.acl[].id.scheme', n5, o, end)
                     else:
-                        s5 = str(buf[o:o + n4], 'utf-8', _JAVA)
-                        o += n4
+                        r4.scheme = str(buf[o:o + n5], 'utf-8', _JAVA)
+                        o += n5
                     n6, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n6 < 0:
                         if n6 != -1:
                             raise _bad_length('GetACLResponse.acl[].id.id', n6, o, end)
-                        s7 = None
+                        r4.id = None
                     elif o + n6 > end:
                         raise _bad_length('GetACLResponse.acl[].id.id', n6, o, end)
                     else:
-                        s7 = str(buf[o:o + n6], 'utf-8', _JAVA)
+                        r4.id = str(buf[o:o + n6], 'utf-8', _JAVA)
                         o += n6
-                    r8 = _new(Id)
-                    r8.scheme = s5
-                    r8.id = s7
-                    r9 = _new(ACL)
-                    r9.perms = f3
-                    r9.id = r8
-                    v2.append(r9)
-            f10, f11, f12, f13, f14, f15, f16, f17, f18, f19, f20 = _S_qqqqiiiqiiq_unpack_from(buf, o)
+            self.stat = r7 = _new(Stat)
+            r7.czxid, r7.mzxid, r7.ctime, r7.mtime, r7.version, r7.cversion, r7.aversion, r7.ephemeralOwner, r7.dataLength, r7.numChildren, r7.pzxid = _S_qqqqiiiqiiq_unpack_from(buf, o)
             o += 68
-            r21 = _new(Stat)
-            r21.czxid = f10
-            r21.mzxid = f11
-            r21.ctime = f12
-            r21.mtime = f13
-            r21.version = f14
-            r21.cversion = f15
-            r21.aversion = f16
-            r21.ephemeralOwner = f17
-            r21.dataLength = f18
-            r21.numChildren = f19
-            r21.pzxid = f20
-            self = _new(GetACLResponse)
-            self.acl = v2
-            self.stat = r21
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetACLResponse: truncated record ({e})') from None
@@ -3806,30 +4174,37 @@ class CheckWatchesRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.type)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CheckWatchesRequest, int]:
         try:
             end = len(buf)
+            self = _new(CheckWatchesRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CheckWatchesRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CheckWatchesRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.type, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(CheckWatchesRequest)
-            self.path = s2
-            self.type = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'CheckWatchesRequest: truncated record ({e})') from None
@@ -3873,30 +4248,37 @@ class RemoveWatchesRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.type)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[RemoveWatchesRequest, int]:
         try:
             end = len(buf)
+            self = _new(RemoveWatchesRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('RemoveWatchesRequest.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('RemoveWatchesRequest.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.type, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(RemoveWatchesRequest)
-            self.path = s2
-            self.type = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'RemoveWatchesRequest: truncated record ({e})') from None
@@ -3938,27 +4320,34 @@ class GetEphemeralsRequest:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.prefixPath
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetEphemeralsRequest, int]:
         try:
             end = len(buf)
+            self = _new(GetEphemeralsRequest)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('GetEphemeralsRequest.prefixPath', n1, o, end)
-                s2 = None
+                self.prefixPath = None
             elif o + n1 > end:
                 raise _bad_length('GetEphemeralsRequest.prefixPath', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.prefixPath = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(GetEphemeralsRequest)
-            self.prefixPath = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetEphemeralsRequest: truncated record ({e})') from None
@@ -4006,37 +4395,50 @@ class GetEphemeralsResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.ephemerals
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[GetEphemeralsResponse, int]:
         try:
             end = len(buf)
+            self = _new(GetEphemeralsResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.ephemerals = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 4:
                     raise _bad_count('GetEphemeralsResponse.ephemerals', n1, o, end)
-                v2 = []
+                self.ephemerals = v2 = []
                 for _ in range(n1):
-                    n3, = _S_i_unpack_from(buf, o)
+                    n4, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _bad_length('GetEphemeralsResponse.ephemerals[]', n3, o, end)
-                        s4 = None
-                    elif o + n3 > end:
-                        raise _bad_length('GetEphemeralsResponse.ephemerals[]', n3, o, end)
+                    if n4 < 0:
+                        if n4 != -1:
+                            raise _bad_length('GetEphemeralsResponse.ephemerals[]', n4, o, end)
+                        x3 = None
+                    elif o + n4 > end:
+                        raise _bad_length('GetEphemeralsResponse.ephemerals[]', n4, o, end)
                     else:
-                        s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                        o += n3
-                    v2.append(s4)
-            self = _new(GetEphemeralsResponse)
-            self.ephemerals = v2
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        o += n4
+                    v2.append(x3)
             return self, o
         except _struct_error as e:
             raise JuteError(f'GetEphemeralsResponse: truncated record ({e})') from None
@@ -4093,51 +4495,71 @@ class WhoAmIResponse:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.clientInfo
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2.authScheme
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
+                b5 = x2.user
+                if b5 is None:
+                    n6 = -1
+                    b5 = b''
+                else:
+                    b5 = b5.encode() if b5.isascii() else _java_utf8_encode(b5)
+                    n6 = len(b5)
+                out += _S_i_pack(n6)
+                out += b5
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[WhoAmIResponse, int]:
         try:
             end = len(buf)
+            self = _new(WhoAmIResponse)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.clientInfo = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 8:
                     raise _bad_count('WhoAmIResponse.clientInfo', n1, o, end)
-                v2 = []
+                self.clientInfo = v2 = []
                 for _ in range(n1):
-                    n3, = _S_i_unpack_from(buf, o)
+                    r3 = _new(ClientInfo)
+                    v2.append(r3)
+                    n4, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _bad_length('WhoAmIResponse.clientInfo[].authScheme', n3, o, end)
-                        s4 = None
-                    elif o + n3 > end:
-                        raise _bad_length('WhoAmIResponse.clientInfo[].authScheme', n3, o, end)
+                    if n4 < 0:
+                        if n4 != -1:
+                            raise _bad_length('WhoAmIResponse.clientInfo[].authScheme', n4, o, end)
+                        r3.authScheme = None
+                    elif o + n4 > end:
+                        raise _bad_length('WhoAmIResponse.clientInfo[].authScheme', n4, o, end)
                     else:
-                        s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                        o += n3
+                        r3.authScheme = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        o += n4
                     n5, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n5 < 0:
                         if n5 != -1:
                             raise _bad_length('WhoAmIResponse.clientInfo[].user', n5, o, end)
-                        s6 = None
+                        r3.user = None
                     elif o + n5 > end:
                         raise _bad_length('WhoAmIResponse.clientInfo[].user', n5, o, end)
                     else:
-                        s6 = str(buf[o:o + n5], 'utf-8', _JAVA)
+                        r3.user = str(buf[o:o + n5], 'utf-8', _JAVA)
                         o += n5
-                    r7 = _new(ClientInfo)
-                    r7.authScheme = s4
-                    r7.user = s6
-                    v2.append(r7)
-            self = _new(WhoAmIResponse)
-            self.clientInfo = v2
             return self, o
         except _struct_error as e:
             raise JuteError(f'WhoAmIResponse: truncated record ({e})') from None
@@ -4177,11 +4599,8 @@ class LearnerInfo:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[LearnerInfo, int]:
         try:
-            serverid, protocolVersion, configVersion = _S_qiq_unpack_from(buf, offset)
             self = _new(LearnerInfo)
-            self.serverid = serverid
-            self.protocolVersion = protocolVersion
-            self.configVersion = configVersion
+            self.serverid, self.protocolVersion, self.configVersion = _S_qiq_unpack_from(buf, offset)
             return self, offset + 20
         except _struct_error as e:
             raise JuteError(f'LearnerInfo: truncated record ({e})') from None
@@ -4249,67 +4668,91 @@ class QuorumPacket:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.data
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_iqi_pack(self.type, self.zxid, n2)
+        out += b1
+        v3 = self.authinfo
+        if v3 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v3))
+            for x4 in v3:
+                b5 = x4.scheme
+                if b5 is None:
+                    n6 = -1
+                    b5 = b''
+                else:
+                    b5 = b5.encode() if b5.isascii() else _java_utf8_encode(b5)
+                    n6 = len(b5)
+                out += _S_i_pack(n6)
+                out += b5
+                b7 = x4.id
+                if b7 is None:
+                    n8 = -1
+                    b7 = b''
+                else:
+                    b7 = b7.encode() if b7.isascii() else _java_utf8_encode(b7)
+                    n8 = len(b7)
+                out += _S_i_pack(n8)
+                out += b7
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[QuorumPacket, int]:
         try:
             end = len(buf)
+            self = _new(QuorumPacket)
             o = offset
-            f1, f2, n3 = _S_iqi_unpack_from(buf, o)
+            self.type, self.zxid, n1 = _S_iqi_unpack_from(buf, o)
             o += 16
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('QuorumPacket.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('QuorumPacket.data', n3, o, end)
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('QuorumPacket.data', n1, o, end)
+                self.data = None
+            elif o + n1 > end:
+                raise _bad_length('QuorumPacket.data', n1, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b2 = buf[o:o + n1]
+                self.data = b2 if type(b2) is bytes else bytes(b2)
+                o += n1
+            n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n3 <= 0:
+                self.authinfo = None if n3 == -1 else []
             else:
-                if n5 > (end - o) // 8:
-                    raise _bad_count('QuorumPacket.authinfo', n5, o, end)
-                v6 = []
-                for _ in range(n5):
+                if n3 > (end - o) // 8:
+                    raise _bad_count('QuorumPacket.authinfo', n3, o, end)
+                self.authinfo = v4 = []
+                for _ in range(n3):
+                    r5 = _new(Id)
+                    v4.append(r5)
+                    n6, = _S_i_unpack_from(buf, o)
+                    o += 4
+                    if n6 < 0:
+                        if n6 != -1:
+                            raise _bad_length('QuorumPacket.authinfo[].scheme', n6, o, end)
+                        r5.scheme = None
+                    elif o + n6 > end:
+                        raise _bad_length('QuorumPacket.authinfo[].scheme', n6, o, end)
+                    else:
+                        r5.scheme = str(buf[o:o + n6], 'utf-8', _JAVA)
+                        o += n6
                     n7, = _S_i_unpack_from(buf, o)
                     o += 4
                     if n7 < 0:
                         if n7 != -1:
-                            raise _bad_length('QuorumPacket.authinfo[].scheme', n7, o, end)
-                        s8 = None
+                            raise _bad_length('QuorumPacket.authinfo[].id', n7, o, end)
+                        r5.id = None
                     elif o + n7 > end:
-                        raise _bad_length('QuorumPacket.authinfo[].scheme', n7, o, end)
+                        raise _bad_length('QuorumPacket.authinfo[].id', n7, o, end)
                     else:
-                        s8 = str(buf[o:o + n7], 'utf-8', _JAVA)
+                        r5.id = str(buf[o:o + n7], 'utf-8', _JAVA)
                         o += n7
-                    n9, = _S_i_unpack_from(buf, o)
-                    o += 4
-                    if n9 < 0:
-                        if n9 != -1:
-                            raise _bad_length('QuorumPacket.authinfo[].id', n9, o, end)
-                        s10 = None
-                    elif o + n9 > end:
-                        raise _bad_length('QuorumPacket.authinfo[].id', n9, o, end)
-                    else:
-                        s10 = str(buf[o:o + n9], 'utf-8', _JAVA)
-                        o += n9
-                    r11 = _new(Id)
-                    r11.scheme = s8
-                    r11.id = s10
-                    v6.append(r11)
-            self = _new(QuorumPacket)
-            self.type = f1
-            self.zxid = f2
-            self.data = s4
-            self.authinfo = v6
             return self, o
         except _struct_error as e:
             raise JuteError(f'QuorumPacket: truncated record ({e})') from None
@@ -4352,31 +4795,34 @@ class QuorumAuthPacket:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.token
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_qii_pack(self.magic, self.status, n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[QuorumAuthPacket, int]:
         try:
             end = len(buf)
-            o = offset
-            f1, f2, n3 = _S_qii_unpack_from(buf, o)
-            o += 16
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('QuorumAuthPacket.token', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('QuorumAuthPacket.token', n3, o, end)
-            else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
             self = _new(QuorumAuthPacket)
-            self.magic = f1
-            self.status = f2
-            self.token = s4
+            o = offset
+            self.magic, self.status, n1 = _S_qii_unpack_from(buf, o)
+            o += 16
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('QuorumAuthPacket.token', n1, o, end)
+                self.token = None
+            elif o + n1 > end:
+                raise _bad_length('QuorumAuthPacket.token', n1, o, end)
+            else:
+                b2 = buf[o:o + n1]
+                self.token = b2 if type(b2) is bytes else bytes(b2)
+                o += n1
             return self, o
         except _struct_error as e:
             raise JuteError(f'QuorumAuthPacket: truncated record ({e})') from None
@@ -4416,11 +4862,8 @@ class FileHeader:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[FileHeader, int]:
         try:
-            magic, version, dbid = _S_iiq_unpack_from(buf, offset)
             self = _new(FileHeader)
-            self.magic = magic
-            self.version = version
-            self.dbid = dbid
+            self.magic, self.version, self.dbid = _S_iiq_unpack_from(buf, offset)
             return self, offset + 16
         except _struct_error as e:
             raise JuteError(f'FileHeader: truncated record ({e})') from None
@@ -4459,10 +4902,8 @@ class TxnDigest:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[TxnDigest, int]:
         try:
-            version, treeDigest = _S_iq_unpack_from(buf, offset)
             self = _new(TxnDigest)
-            self.version = version
-            self.treeDigest = treeDigest
+            self.version, self.treeDigest = _S_iq_unpack_from(buf, offset)
             return self, offset + 12
         except _struct_error as e:
             raise JuteError(f'TxnDigest: truncated record ({e})') from None
@@ -4504,13 +4945,8 @@ class TxnHeader:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[TxnHeader, int]:
         try:
-            clientId, cxid, zxid, time, type = _S_qiqqi_unpack_from(buf, offset)
             self = _new(TxnHeader)
-            self.clientId = clientId
-            self.cxid = cxid
-            self.zxid = zxid
-            self.time = time
-            self.type = type
+            self.clientId, self.cxid, self.zxid, self.time, self.type = _S_qiqqi_unpack_from(buf, offset)
             return self, offset + 32
         except _struct_error as e:
             raise JuteError(f'TxnHeader: truncated record ({e})') from None
@@ -4589,83 +5025,116 @@ class CreateTxnV0:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_z_pack(self.ephemeral)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateTxnV0, int]:
         try:
             end = len(buf)
+            self = _new(CreateTxnV0)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateTxnV0.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateTxnV0.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateTxnV0.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateTxnV0.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateTxnV0.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateTxnV0.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateTxnV0.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateTxnV0.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateTxnV0.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateTxnV0.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateTxnV0.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateTxnV0.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateTxnV0.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateTxnV0.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, = _S_z_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.ephemeral, = _S_z_unpack_from(buf, o)
             o += 1
-            self = _new(CreateTxnV0)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.ephemeral = f14
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateTxnV0: truncated record ({e})') from None
@@ -4745,84 +5214,116 @@ class CreateTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_zi_pack(self.ephemeral, self.parentCVersion)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateTxn, int]:
         try:
             end = len(buf)
+            self = _new(CreateTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateTxn.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateTxn.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateTxn.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateTxn.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateTxn.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateTxn.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateTxn.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateTxn.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateTxn.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateTxn.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateTxn.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateTxn.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, f15 = _S_zi_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.ephemeral, self.parentCVersion = _S_zi_unpack_from(buf, o)
             o += 5
-            self = _new(CreateTxn)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.ephemeral = f14
-            self.parentCVersion = f15
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateTxn: truncated record ({e})') from None
@@ -4902,84 +5403,116 @@ class CreateTTLTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_iq_pack(self.parentCVersion, self.ttl)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateTTLTxn, int]:
         try:
             end = len(buf)
+            self = _new(CreateTTLTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateTTLTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateTTLTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateTTLTxn.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateTTLTxn.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateTTLTxn.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateTTLTxn.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateTTLTxn.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateTTLTxn.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateTTLTxn.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateTTLTxn.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateTTLTxn.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateTTLTxn.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateTTLTxn.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateTTLTxn.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, f15 = _S_iq_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.parentCVersion, self.ttl = _S_iq_unpack_from(buf, o)
             o += 12
-            self = _new(CreateTTLTxn)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.parentCVersion = f14
-            self.ttl = f15
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateTTLTxn: truncated record ({e})') from None
@@ -5058,83 +5591,116 @@ class CreateContainerTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        v5 = self.acl
+        if v5 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v5))
+            for x6 in v5:
+                r7 = x6.id
+                b8 = r7.scheme
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_ii_pack(x6.perms, n9)
+                out += b8
+                b10 = r7.id
+                if b10 is None:
+                    n11 = -1
+                    b10 = b''
+                else:
+                    b10 = b10.encode() if b10.isascii() else _java_utf8_encode(b10)
+                    n11 = len(b10)
+                out += _S_i_pack(n11)
+                out += b10
+        out += _S_i_pack(self.parentCVersion)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateContainerTxn, int]:
         try:
             end = len(buf)
+            self = _new(CreateContainerTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CreateContainerTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CreateContainerTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('CreateContainerTxn.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('CreateContainerTxn.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('CreateContainerTxn.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('CreateContainerTxn.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            n5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            n4, = _S_i_unpack_from(buf, o)
             o += 4
-            if n5 <= 0:
-                v6 = None if n5 == -1 else []
+            if n4 <= 0:
+                self.acl = None if n4 == -1 else []
             else:
-                if n5 > (end - o) // 12:
-                    raise _bad_count('CreateContainerTxn.acl', n5, o, end)
-                v6 = []
-                for _ in range(n5):
-                    f7, n8 = _S_ii_unpack_from(buf, o)
+                if n4 > (end - o) // 12:
+                    raise _bad_count('CreateContainerTxn.acl', n4, o, end)
+                self.acl = v5 = []
+                for _ in range(n4):
+                    r6 = _new(ACL)
+                    v5.append(r6)
+                    r6.id = r7 = _new(Id)
+                    r6.perms, n8 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n8 < 0:
                         if n8 != -1:
                             raise _bad_length('CreateContainerTxn.acl[].id.scheme', n8, o, end)
-                        s9 = None
+                        r7.scheme = None
                     elif o + n8 > end:
                         raise _bad_length('CreateContainerTxn.acl[].id.scheme', n8, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
+                        r7.scheme = str(buf[o:o + n8], 'utf-8', _JAVA)
                         o += n8
-                    n10, = _S_i_unpack_from(buf, o)
+                    n9, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _bad_length('CreateContainerTxn.acl[].id.id', n10, o, end)
-                        s11 = None
-                    elif o + n10 > end:
-                        raise _bad_length('CreateContainerTxn.acl[].id.id', n10, o, end)
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _bad_length('CreateContainerTxn.acl[].id.id', n9, o, end)
+                        r7.id = None
+                    elif o + n9 > end:
+                        raise _bad_length('CreateContainerTxn.acl[].id.id', n9, o, end)
                     else:
-                        s11 = str(buf[o:o + n10], 'utf-8', _JAVA)
-                        o += n10
-                    r12 = _new(Id)
-                    r12.scheme = s9
-                    r12.id = s11
-                    r13 = _new(ACL)
-                    r13.perms = f7
-                    r13.id = r12
-                    v6.append(r13)
-            f14, = _S_i_unpack_from(buf, o)
+                        r7.id = str(buf[o:o + n9], 'utf-8', _JAVA)
+                        o += n9
+            self.parentCVersion, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(CreateContainerTxn)
-            self.path = s2
-            self.data = s4
-            self.acl = v6
-            self.parentCVersion = f14
             return self, o
         except _struct_error as e:
             raise JuteError(f'CreateContainerTxn: truncated record ({e})') from None
@@ -5176,27 +5742,34 @@ class DeleteTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[DeleteTxn, int]:
         try:
             end = len(buf)
+            self = _new(DeleteTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('DeleteTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('DeleteTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            self = _new(DeleteTxn)
-            self.path = s2
             return self, o
         except _struct_error as e:
             raise JuteError(f'DeleteTxn: truncated record ({e})') from None
@@ -5249,44 +5822,57 @@ class SetDataTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        b3 = self.data
+        if b3 is None:
+            n4 = -1
+            b3 = b''
+        else:
+            n4 = len(b3)
+        out += _S_i_pack(n4)
+        out += b3
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetDataTxn, int]:
         try:
             end = len(buf)
+            self = _new(SetDataTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetDataTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetDataTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 < 0:
-                if n3 != -1:
-                    raise _bad_length('SetDataTxn.data', n3, o, end)
-                s4 = None
-            elif o + n3 > end:
-                raise _bad_length('SetDataTxn.data', n3, o, end)
+            if n2 < 0:
+                if n2 != -1:
+                    raise _bad_length('SetDataTxn.data', n2, o, end)
+                self.data = None
+            elif o + n2 > end:
+                raise _bad_length('SetDataTxn.data', n2, o, end)
             else:
-                s4 = buf[o:o + n3]
-                if type(s4) is not bytes:
-                    s4 = bytes(s4)
-                o += n3
-            f5, = _S_i_unpack_from(buf, o)
+                b3 = buf[o:o + n2]
+                self.data = b3 if type(b3) is bytes else bytes(b3)
+                o += n2
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetDataTxn)
-            self.path = s2
-            self.data = s4
-            self.version = f5
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetDataTxn: truncated record ({e})') from None
@@ -5330,30 +5916,37 @@ class CheckVersionTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CheckVersionTxn, int]:
         try:
             end = len(buf)
+            self = _new(CheckVersionTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('CheckVersionTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('CheckVersionTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(CheckVersionTxn)
-            self.path = s2
-            self.version = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'CheckVersionTxn: truncated record ({e})') from None
@@ -5423,69 +6016,96 @@ class SetACLTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        v3 = self.acl
+        if v3 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v3))
+            for x4 in v3:
+                r5 = x4.id
+                b6 = r5.scheme
+                if b6 is None:
+                    n7 = -1
+                    b6 = b''
+                else:
+                    b6 = b6.encode() if b6.isascii() else _java_utf8_encode(b6)
+                    n7 = len(b6)
+                out += _S_ii_pack(x4.perms, n7)
+                out += b6
+                b8 = r5.id
+                if b8 is None:
+                    n9 = -1
+                    b8 = b''
+                else:
+                    b8 = b8.encode() if b8.isascii() else _java_utf8_encode(b8)
+                    n9 = len(b8)
+                out += _S_i_pack(n9)
+                out += b8
+        out += _S_i_pack(self.version)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetACLTxn, int]:
         try:
             end = len(buf)
+            self = _new(SetACLTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetACLTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetACLTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            n3, = _S_i_unpack_from(buf, o)
+            n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
-                v4 = None if n3 == -1 else []
+            if n2 <= 0:
+                self.acl = None if n2 == -1 else []
             else:
-                if n3 > (end - o) // 12:
-                    raise _bad_count('SetACLTxn.acl', n3, o, end)
-                v4 = []
-                for _ in range(n3):
-                    f5, n6 = _S_ii_unpack_from(buf, o)
+                if n2 > (end - o) // 12:
+                    raise _bad_count('SetACLTxn.acl', n2, o, end)
+                self.acl = v3 = []
+                for _ in range(n2):
+                    r4 = _new(ACL)
+                    v3.append(r4)
+                    r4.id = r5 = _new(Id)
+                    r4.perms, n6 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n6 < 0:
                         if n6 != -1:
                             raise _bad_length('SetACLTxn.acl[].id.scheme', n6, o, end)
-                        s7 = None
+                        r5.scheme = None
                     elif o + n6 > end:
                         raise _bad_length('SetACLTxn.acl[].id.scheme', n6, o, end)
                     else:
-                        s7 = str(buf[o:o + n6], 'utf-8', _JAVA)
+                        r5.scheme = str(buf[o:o + n6], 'utf-8', _JAVA)
                         o += n6
-                    n8, = _S_i_unpack_from(buf, o)
+                    n7, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n8 < 0:
-                        if n8 != -1:
-                            raise _bad_length('SetACLTxn.acl[].id.id', n8, o, end)
-                        s9 = None
-                    elif o + n8 > end:
-                        raise _bad_length('SetACLTxn.acl[].id.id', n8, o, end)
+                    if n7 < 0:
+                        if n7 != -1:
+                            raise _bad_length('SetACLTxn.acl[].id.id', n7, o, end)
+                        r5.id = None
+                    elif o + n7 > end:
+                        raise _bad_length('SetACLTxn.acl[].id.id', n7, o, end)
                     else:
-                        s9 = str(buf[o:o + n8], 'utf-8', _JAVA)
-                        o += n8
-                    r10 = _new(Id)
-                    r10.scheme = s7
-                    r10.id = s9
-                    r11 = _new(ACL)
-                    r11.perms = f5
-                    r11.id = r10
-                    v4.append(r11)
-            f12, = _S_i_unpack_from(buf, o)
+                        r5.id = str(buf[o:o + n7], 'utf-8', _JAVA)
+                        o += n7
+            self.version, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetACLTxn)
-            self.path = s2
-            self.acl = v4
-            self.version = f12
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetACLTxn: truncated record ({e})') from None
@@ -5529,30 +6149,37 @@ class SetMaxChildrenTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.path
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            b1 = b1.encode() if b1.isascii() else _java_utf8_encode(b1)
+            n2 = len(b1)
+        out += _S_i_pack(n2)
+        out += b1
+        out += _S_i_pack(self.max)
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[SetMaxChildrenTxn, int]:
         try:
             end = len(buf)
+            self = _new(SetMaxChildrenTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 < 0:
                 if n1 != -1:
                     raise _bad_length('SetMaxChildrenTxn.path', n1, o, end)
-                s2 = None
+                self.path = None
             elif o + n1 > end:
                 raise _bad_length('SetMaxChildrenTxn.path', n1, o, end)
             else:
-                s2 = str(buf[o:o + n1], 'utf-8', _JAVA)
+                self.path = str(buf[o:o + n1], 'utf-8', _JAVA)
                 o += n1
-            f3, = _S_i_unpack_from(buf, o)
+            self.max, = _S_i_unpack_from(buf, o)
             o += 4
-            self = _new(SetMaxChildrenTxn)
-            self.path = s2
-            self.max = f3
             return self, o
         except _struct_error as e:
             raise JuteError(f'SetMaxChildrenTxn: truncated record ({e})') from None
@@ -5590,9 +6217,8 @@ class CreateSessionTxn:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CreateSessionTxn, int]:
         try:
-            timeOut, = _S_i_unpack_from(buf, offset)
             self = _new(CreateSessionTxn)
-            self.timeOut = timeOut
+            self.timeOut, = _S_i_unpack_from(buf, offset)
             return self, offset + 4
         except _struct_error as e:
             raise JuteError(f'CreateSessionTxn: truncated record ({e})') from None
@@ -5640,37 +6266,50 @@ class CloseSessionTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.paths2Delete
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    b3 = b3.encode() if b3.isascii() else _java_utf8_encode(b3)
+                    n4 = len(b3)
+                out += _S_i_pack(n4)
+                out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[CloseSessionTxn, int]:
         try:
             end = len(buf)
+            self = _new(CloseSessionTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.paths2Delete = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 4:
                     raise _bad_count('CloseSessionTxn.paths2Delete', n1, o, end)
-                v2 = []
+                self.paths2Delete = v2 = []
                 for _ in range(n1):
-                    n3, = _S_i_unpack_from(buf, o)
+                    n4, = _S_i_unpack_from(buf, o)
                     o += 4
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _bad_length('CloseSessionTxn.paths2Delete[]', n3, o, end)
-                        s4 = None
-                    elif o + n3 > end:
-                        raise _bad_length('CloseSessionTxn.paths2Delete[]', n3, o, end)
+                    if n4 < 0:
+                        if n4 != -1:
+                            raise _bad_length('CloseSessionTxn.paths2Delete[]', n4, o, end)
+                        x3 = None
+                    elif o + n4 > end:
+                        raise _bad_length('CloseSessionTxn.paths2Delete[]', n4, o, end)
                     else:
-                        s4 = str(buf[o:o + n3], 'utf-8', _JAVA)
-                        o += n3
-                    v2.append(s4)
-            self = _new(CloseSessionTxn)
-            self.paths2Delete = v2
+                        x3 = str(buf[o:o + n4], 'utf-8', _JAVA)
+                        o += n4
+                    v2.append(x3)
             return self, o
         except _struct_error as e:
             raise JuteError(f'CloseSessionTxn: truncated record ({e})') from None
@@ -5708,9 +6347,8 @@ class ErrorTxn:
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[ErrorTxn, int]:
         try:
-            err, = _S_i_unpack_from(buf, offset)
             self = _new(ErrorTxn)
-            self.err = err
+            self.err, = _S_i_unpack_from(buf, offset)
             return self, offset + 4
         except _struct_error as e:
             raise JuteError(f'ErrorTxn: truncated record ({e})') from None
@@ -5752,30 +6390,34 @@ class Txn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        b1 = self.data
+        if b1 is None:
+            n2 = -1
+            b1 = b''
+        else:
+            n2 = len(b1)
+        out += _S_ii_pack(self.type, n2)
+        out += b1
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[Txn, int]:
         try:
             end = len(buf)
-            o = offset
-            f1, n2 = _S_ii_unpack_from(buf, o)
-            o += 8
-            if n2 < 0:
-                if n2 != -1:
-                    raise _bad_length('Txn.data', n2, o, end)
-                s3 = None
-            elif o + n2 > end:
-                raise _bad_length('Txn.data', n2, o, end)
-            else:
-                s3 = buf[o:o + n2]
-                if type(s3) is not bytes:
-                    s3 = bytes(s3)
-                o += n2
             self = _new(Txn)
-            self.type = f1
-            self.data = s3
+            o = offset
+            self.type, n1 = _S_ii_unpack_from(buf, o)
+            o += 8
+            if n1 < 0:
+                if n1 != -1:
+                    raise _bad_length('Txn.data', n1, o, end)
+                self.data = None
+            elif o + n1 > end:
+                raise _bad_length('Txn.data', n1, o, end)
+            else:
+                b2 = buf[o:o + n1]
+                self.data = b2 if type(b2) is bytes else bytes(b2)
+                o += n1
             return self, o
         except _struct_error as e:
             raise JuteError(f'Txn: truncated record ({e})') from None
@@ -5822,42 +6464,51 @@ class MultiTxn:
 
     def to_bytes(self) -> bytes:
         out = bytearray()
-        self.encode(out)
+        v1 = self.txns
+        if v1 is None:
+            out += _S_i_pack(-1)
+        else:
+            out += _S_i_pack(len(v1))
+            for x2 in v1:
+                b3 = x2.data
+                if b3 is None:
+                    n4 = -1
+                    b3 = b''
+                else:
+                    n4 = len(b3)
+                out += _S_ii_pack(x2.type, n4)
+                out += b3
         return bytes(out)
 
     @staticmethod
     def decode(buf: bytes | bytearray | memoryview, offset: int = 0) -> tuple[MultiTxn, int]:
         try:
             end = len(buf)
+            self = _new(MultiTxn)
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
             if n1 <= 0:
-                v2 = None if n1 == -1 else []
+                self.txns = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 8:
                     raise _bad_count('MultiTxn.txns', n1, o, end)
-                v2 = []
+                self.txns = v2 = []
                 for _ in range(n1):
-                    f3, n4 = _S_ii_unpack_from(buf, o)
+                    r3 = _new(Txn)
+                    v2.append(r3)
+                    r3.type, n4 = _S_ii_unpack_from(buf, o)
                     o += 8
                     if n4 < 0:
                         if n4 != -1:
                             raise _bad_length('MultiTxn.txns[].data', n4, o, end)
-                        s5 = None
+                        r3.data = None
                     elif o + n4 > end:
                         raise _bad_length('MultiTxn.txns[].data', n4, o, end)
                     else:
-                        s5 = buf[o:o + n4]
-                        if type(s5) is not bytes:
-                            s5 = bytes(s5)
+                        b5 = buf[o:o + n4]
+                        r3.data = b5 if type(b5) is bytes else bytes(b5)
                         o += n4
-                    r6 = _new(Txn)
-                    r6.type = f3
-                    r6.data = s5
-                    v2.append(r6)
-            self = _new(MultiTxn)
-            self.txns = v2
             return self, o
         except _struct_error as e:
             raise JuteError(f'MultiTxn: truncated record ({e})') from None

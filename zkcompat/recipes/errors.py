@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import kazoo.exceptions
+
 
 class RecipeError(Exception):
     """Base class of every error raised by zkcompat.recipes."""
 
 
-class LockTimeout(RecipeError):
-    """A lock, lease or election was not obtained before the caller's timeout."""
+class LockTimeout(RecipeError, kazoo.exceptions.LockTimeout):
+    """A lock, lease or election was not obtained before the caller's timeout.
+
+    Also a kazoo LockTimeout, so code written for kazoo's recipes catches it unchanged.
+    """
 
 
-class LockCancelled(RecipeError):
+class LockCancelled(RecipeError, kazoo.exceptions.CancelledError):
     """A pending acquisition was cancelled by cancel()."""
 
 

@@ -14,7 +14,7 @@ from zkcompat.jute.errors import JuteError
 from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.reply import encode_notification, encode_reply
-from zkcompat.server.request import Request
+from zkcompat.server.request import DeleteContainerRequest, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.tree.acl import SUPER_ID, digest_id
 
@@ -27,6 +27,7 @@ REQUEST_RECORD = {
     OpCode.CREATE_CONTAINER: r.CreateRequest,
     OpCode.CREATE_TTL: r.CreateTTLRequest,
     OpCode.DELETE: r.DeleteRequest,
+    OpCode.DELETE_CONTAINER: DeleteContainerRequest,
     OpCode.EXISTS: r.ExistsRequest,
     OpCode.GET_DATA: r.GetDataRequest,
     OpCode.SET_DATA: r.SetDataRequest,

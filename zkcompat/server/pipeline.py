@@ -49,13 +49,13 @@ def _mono_ms() -> int:
 
 class Pipeline:
     def __init__(self, tree: DataTree, peer: Peer, txn_log, tick_ms: int, server_id: int = 0,
-                 extended_types: bool = False):
+                 extended_types: bool = False, enforce_quota: bool = False):
         self.tree = tree
         self.peer = peer
         self.txn_log = txn_log
         self.watches = WatchManager()
         self.tracker = SessionTracker(tick_ms, server_id, _wall_ms())
-        self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types)
+        self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
         self._proposed: deque[Request] = deque()  # writes proposed, not yet applied, zxid order
         self._sync_task: asyncio.Task | None = None
         self.stats = {"packets_received": 0, "packets_sent": 0, "outstanding": 0}
@@ -75,10 +75,11 @@ class Pipeline:
         """Take one request of `session`; its reply will be sent in the session's order."""
         if req.is_write:
             req.txn = self.prep.prepare(req)
-            session.queue.append(req)
+            if session is not None:  # None: the server's own requests (the reaper's)
+                session.queue.append(req)
             self._proposed.append(req)
             self._obey(self.peer.propose(req.txn))
-        elif session.queue:
+        elif session is not None and session.queue:
             session.queue.append(req)
         else:
             self._answer(req, self._execute_read(req))

@@ -6,8 +6,11 @@ touches, dropped once that txn is applied (ZooKeeper's outstandingChanges).
 A failed write still becomes a Txn (an ErrorTxn with its own zxid), as in ZooKeeper.
 """
 
+import logging
+
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, CreateMode, OpCode, Perms
+from zkcompat.tree import quota
 from zkcompat.tree.acl import check_acl, fixup_acl
 from zkcompat.tree.datatree import (
     CONTAINER_EPHEMERAL_OWNER,
@@ -19,6 +22,8 @@ from zkcompat.tree.datatree import (
 from zkcompat.tree.errors import KeeperError
 from zkcompat.tree.paths import SPECIAL_PATHS, split_parent, validate_path
 from zkcompat.tree.txn import Txn
+
+log = logging.getLogger(__name__)
 
 _SEQUENTIAL = frozenset((CreateMode.PERSISTENT_SEQUENTIAL, CreateMode.EPHEMERAL_SEQUENTIAL,
                          CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
@@ -71,11 +76,13 @@ def _parent_for_delete(path: str) -> str:
 class Prep:
     """PrepRequestProcessor. `next_zxid` and `now_ms` come from the leader's shell."""
 
-    def __init__(self, tree: DataTree, next_zxid, now_ms, extended_types: bool = False):
+    def __init__(self, tree: DataTree, next_zxid, now_ms, extended_types: bool = False,
+                 enforce_quota: bool = False):
         self.tree = tree
         self._next_zxid = next_zxid
         self._now_ms = now_ms
         self.extended_types = extended_types
+        self.enforce_quota = enforce_quota
         self._changes: dict[str, ChangeRecord] = {}  # latest outstanding record per path
         self._order: list[ChangeRecord] = []  # every outstanding record, in zxid order
         self._closing: dict[int, int] = {}  # session id -> zxid of its prepared closeSession
@@ -215,6 +222,7 @@ class Prep:
         if is_session_owner(parent.ephemeral_owner):
             raise KeeperError(Code.NOCHILDRENFOREPHEMERALS, path)
         new_cversion = parent.cversion + 1
+        self._check_quota(path, None, rec.data, 1)
         if mode == CreateMode.CONTAINER:
             owner = CONTAINER_EPHEMERAL_OWNER
             body = r.CreateContainerTxn(path, rec.data, _acl_records(acl), new_cversion)
@@ -247,11 +255,61 @@ class Prep:
         pending.append(ChangeRecord(zxid, path, False))
         return r.DeleteTxn(path)
 
+    def prep_delete_container(self, req, rec, op_type, zxid, pending):
+        """The reaper's delete (or any client's): no ACL check; never a session's ephemeral."""
+        path = rec.path
+        parent_path = _parent_for_delete(path)
+        node = self._record(path)
+        if node.child_count > 0:
+            raise KeeperError(Code.NOTEMPTY, path)
+        if is_session_owner(node.ephemeral_owner):
+            raise KeeperError(Code.BADVERSION, path)
+        parent = self._record(parent_path).duplicate(zxid)
+        parent.child_count -= 1
+        pending.append(parent)
+        pending.append(ChangeRecord(zxid, path, False))
+        return r.DeleteTxn(path)
+
+    def _check_quota(self, path: str, old_data, new_data, count_diff: int) -> None:
+        """ZooKeeperServer.checkQuota (only with enforceQuota): hard limits refuse, soft
+        limits log. It reads the applied tree, as ZooKeeper does."""
+        if not self.enforce_quota:
+            return
+        tree = self.tree
+        prefix = quota.max_prefix_with_quota(tree.quota_paths, path)
+        if prefix is None:
+            return
+        limits_node = tree.nodes.get(quota.limit_path(prefix))
+        stats_node = tree.nodes.get(quota.stats_path(prefix))
+        if limits_node is None or stats_node is None:
+            return
+        try:
+            limits = quota.parse_stats(limits_node.data)
+            current = quota.parse_stats(stats_node.data)
+        except ValueError:
+            return
+        bytes_diff = len(new_data or b"") - len(old_data or b"")
+        for diff, soft_key, hard_key, cur_key in (
+            (count_diff, "count", "countHardLimit", "count"),
+            (bytes_diff, "bytes", "byteHardLimit", "bytes"),
+        ):
+            soft, hard = limits.get(soft_key, -1), limits.get(hard_key, -1)
+            if diff == 0 or (soft <= -1 and hard <= -1):
+                continue
+            new = current.get(cur_key, -1) + diff
+            limit = hard if hard > -1 else soft
+            if new > limit:
+                log.warning("event=quota_exceeded path=%s %s=%d limit=%d kind=%s", prefix,
+                            cur_key, new, limit, "hard" if hard > -1 else "soft")
+                if hard > -1:
+                    raise KeeperError(Code.QUOTAEXCEEDED, prefix)
+
     def prep_set_data(self, req, rec, op_type, zxid, pending):
         self._check_session(req)
         path = validate_path(rec.path)
         node = self._record(path)
         check_acl(node.acl, Perms.WRITE, req.auth_ids)
+        self._check_quota(path, node.data, rec.data, 0)
         version = _next_version(node.version, rec.version, path)
         node = node.duplicate(zxid)
         node.version = version
@@ -319,6 +377,7 @@ PREP = {
     OpCode.CREATE_CONTAINER: Prep.prep_create,
     OpCode.CREATE_TTL: Prep.prep_create,
     OpCode.DELETE: Prep.prep_delete,
+    OpCode.DELETE_CONTAINER: Prep.prep_delete_container,
     OpCode.SET_DATA: Prep.prep_set_data,
     OpCode.SET_ACL: Prep.prep_set_acl,
     OpCode.CHECK: Prep.prep_check,

@@ -1,5 +1,6 @@
 """Request: one client request on its way down the pipeline, decoded once."""
 
+from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 
 # Requests that become a Txn: prep turns them into one on the leader (ZooDefs/Request.isQuorum).
@@ -9,6 +10,22 @@ WRITE_OPS = frozenset((
     OpCode.CHECK, OpCode.MULTI, OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION,
     OpCode.RECONFIG,
 ))
+
+
+class DeleteContainerRequest:
+    """deleteContainer's body: the path as a jute buffer, not a ustring (DeleteContainerRequest)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @staticmethod
+    def decode(buf, offset: int):
+        # A buffer and a ustring share the wire form (int length + bytes); only the
+        # null/empty handling differs, and a null path here is a marshalling error.
+        rec, off = r.SyncRequest.decode(buf, offset)
+        return DeleteContainerRequest(rec.path), off
 
 
 class Request:

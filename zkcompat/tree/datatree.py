@@ -7,6 +7,7 @@ holds the same tree. It returns the change events; delivering them is the server
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, EventType, OpCode
+from zkcompat.tree import quota
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, AclTuple, acl_from_records
 from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
 from zkcompat.tree.txn import Txn
@@ -14,12 +15,21 @@ from zkcompat.tree.txn import Txn
 # EphemeralType: ephemeralOwner values that are not session ids.
 CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000  # Long.MIN_VALUE
 _TTL_MASK = -0x0100000000000000  # 0xFF00000000000000 as a signed long
-MAX_TTL_MS = 0x00FFFFFFFFFFFFFF
+# EXTENDED_FEATURE_VALUE_MASK: ~(0xFF00000000000000 | 0x00FFFF0000000000), about 34 years.
+MAX_TTL_MS = 0x000000FFFFFFFFFF
 
 
 def ttl_ephemeral_owner(ttl_ms: int) -> int:
     """EphemeralType.TTL.toEphemeralOwner: the extended-type mask with the ttl in the low bits."""
     return _TTL_MASK | ttl_ms
+
+
+def ttl_of(owner: int) -> int:
+    return owner & MAX_TTL_MS
+
+
+def is_ttl_owner(owner: int) -> bool:
+    return owner != CONTAINER_EPHEMERAL_OWNER and owner & _TTL_MASK == _TTL_MASK
 
 
 def is_session_owner(owner: int) -> bool:
@@ -90,6 +100,9 @@ class DataTree:
         self.nodes: dict[str, ZNode] = {ROOT: root, ZOOKEEPER: zk, QUOTA: quota, CONFIG: config}
         self.ephemerals: dict[int, set[str]] = {}
         self.sessions: dict[int, int] = {}  # session id -> negotiated timeout ms
+        self.containers: set[str] = set()  # container nodes, for the reaper
+        self.ttls: set[str] = set()  # TTL nodes, for the reaper
+        self.quota_paths: set[str] = set()  # paths with a zookeeper_limits node
         self.last_processed_zxid = 0
 
     # -- reads ------------------------------------------------------------------
@@ -136,8 +149,15 @@ class DataTree:
         else:
             parent.children.add(child)
         self.nodes[path] = node
-        if ephemeral_owner and is_session_owner(ephemeral_owner):
-            self.ephemerals.setdefault(ephemeral_owner, set()).add(path)
+        if ephemeral_owner:
+            self._index_owner(path, ephemeral_owner)
+        if parent_path.startswith(QUOTA):
+            trimmed = parent_path[len(QUOTA):]
+            if child == quota.LIMIT_NODE:
+                self.quota_paths.add(trimmed)
+            elif child == quota.STATS_NODE:
+                self._recount_quota(trimmed)
+        self._quota_changed(path, len(body.data or b""), 1)
         if hdr.type != OpCode.CREATE:
             rc.stat = node.stat()
         ev = rc.events if events is None else events
@@ -158,15 +178,62 @@ class DataTree:
         if node is None:
             return Code.NONODE
         owner = node.ephemeralOwner
-        if owner and is_session_owner(owner):
+        if owner == CONTAINER_EPHEMERAL_OWNER:
+            self.containers.discard(path)
+        elif is_ttl_owner(owner):
+            self.ttls.discard(path)
+        elif owner:
             paths = self.ephemerals.get(owner)
             if paths is not None:
                 paths.discard(path)
                 if not paths:
                     del self.ephemerals[owner]
+        if parent_path.startswith(ZOOKEEPER) and child == quota.LIMIT_NODE:
+            self.quota_paths.discard(parent_path[len(QUOTA):])
+        self._quota_changed(path, -len(node.data or b""), -1)
         events.append((EventType.NODE_DELETED, path, node.acl))
         events.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return Code.OK
+
+    def _index_owner(self, path: str, owner: int) -> None:
+        if owner == CONTAINER_EPHEMERAL_OWNER:
+            self.containers.add(path)
+        elif is_ttl_owner(owner):
+            self.ttls.add(path)
+        else:
+            self.ephemerals.setdefault(owner, set()).add(path)
+
+    def _quota_changed(self, path: str, bytes_diff: int, count_diff: int) -> None:
+        """DataTree.updateQuotaStat: keep the stats node of the nearest quota'd ancestor current."""
+        prefix = quota.max_prefix_with_quota(self.quota_paths, path)
+        if prefix is None:
+            return
+        stats_node = self.nodes.get(quota.stats_path(prefix))
+        if stats_node is None:
+            return
+        try:
+            stats = quota.parse_stats(stats_node.data)
+        except ValueError:
+            return  # a hand-written stats node ZooKeeper could not parse either
+        stats["count"] = stats.get("count", -1) + count_diff
+        stats["bytes"] = stats.get("bytes", -1) + bytes_diff
+        stats_node.data = quota.format_stats(stats)
+
+    def _recount_quota(self, path: str) -> None:
+        """DataTree.updateQuotaForPath: count the subtree when its stats node appears."""
+        if path not in self.nodes:
+            count, size = 0, 0
+        else:
+            prefix = path + "/" if path != ROOT else "/"
+            count = size = 0
+            for p, n in self.nodes.items():
+                if p == path or p.startswith(prefix):
+                    count += 1
+                    size += len(n.data or b"")
+        stats_node = self.nodes.get(quota.stats_path(path))
+        if stats_node is not None:
+            stats_node.data = quota.format_stats({"count": count, "bytes": size})
+
 
 
 def _apply_create(tree: DataTree, hdr, body, events):
@@ -194,6 +261,7 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
     if node is None:
         rc.err = Code.NONODE
         return rc
+    tree._quota_changed(body.path, len(body.data or b"") - len(node.data or b""), 0)
     node.data = body.data
     node.mtime = hdr.time
     node.mzxid = hdr.zxid
