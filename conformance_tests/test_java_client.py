@@ -114,6 +114,7 @@ def test_java_client_against_zookeeper(client_classes: Path, zookeeper) -> None:
     assert any(line.startswith("multi failure -> KeeperException(BADVERSION") for line in lines)
     assert "badScheme event{type=None state=AuthFailed path=null}" in lines
     assert "ephemeralGone event{type=NodeDeleted state=SyncConnected path=$BASE/e}" in lines
+    assert "replayWatch event{type=NodeCreated state=SyncConnected path=$BASE/r/x}" in lines
 
 
 def test_java_client_zkcompat_matches_zookeeper(client_classes: Path, conformance_pair) -> None:

@@ -13,6 +13,12 @@
  * Usage: ClientExercise <connectString> <basePath>
  */
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -63,6 +69,7 @@ public final class ClientExercise {
         asyncOps();
         watches();
         auth(connect);
+        reconnect(connect);
         closeAndEphemerals(connect);
         out("done");
         System.exit(0);
@@ -616,6 +623,141 @@ public final class ClientExercise {
         bad.addAuthInfo("no-such-scheme", b("x"));
         badW.expect();
         bad.close();
+    }
+
+    /**
+     * A loopback TCP relay between a client and the server, so the program can
+     * cut that client's connection (and refuse reconnects) while the session lives.
+     */
+    private static final class Relay implements Runnable {
+        private final ServerSocket listener;
+        private final String targetHost;
+        private final int targetPort;
+        private final List<Socket> open = Collections.synchronizedList(new ArrayList<>());
+        private volatile boolean up = true;
+
+        Relay(String target) throws IOException {
+            int colon = target.lastIndexOf(':');
+            targetHost = target.substring(0, colon);
+            targetPort = Integer.parseInt(target.substring(colon + 1));
+            listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            Thread t = new Thread(this, "relay-accept");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        String connectString() {
+            return "127.0.0.1:" + listener.getLocalPort();
+        }
+
+        @Override
+        public void run() {
+            while (true) {
+                try {
+                    Socket client = listener.accept();
+                    if (!up) {
+                        client.close();
+                        continue;
+                    }
+                    Socket server = new Socket(targetHost, targetPort);
+                    open.add(client);
+                    open.add(server);
+                    pump(client, server);
+                    pump(server, client);
+                } catch (IOException e) {
+                    return;
+                }
+            }
+        }
+
+        private void pump(Socket from, Socket to) {
+            Thread t = new Thread(() -> {
+                byte[] buf = new byte[8192];
+                try (InputStream in = from.getInputStream(); OutputStream os = to.getOutputStream()) {
+                    int n;
+                    while ((n = in.read(buf)) >= 0) {
+                        os.write(buf, 0, n);
+                        os.flush();
+                    }
+                } catch (IOException e) {
+                    // cut() or a peer closed: fall through and close both ends
+                } finally {
+                    closeQuietly(from);
+                    closeQuietly(to);
+                }
+            }, "relay-pump");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        /** Drops every relayed connection and refuses new ones until restore(). */
+        void cut() {
+            up = false;
+            synchronized (open) {
+                for (Socket s : open) {
+                    closeQuietly(s);
+                }
+                open.clear();
+            }
+        }
+
+        void restore() {
+            up = true;
+        }
+
+        private static void closeQuietly(Socket s) {
+            try {
+                s.close();
+            } catch (IOException e) {
+                // already closed
+            }
+        }
+    }
+
+    private static void reconnect(String connect) throws Exception {
+        out("== reconnect (SetWatches)");
+        zk.create(base + "/r", b(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(base + "/r/d", b("d0"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(base + "/r/same", b("s0"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(base + "/r/c", b(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+
+        Relay relay = new Relay(connect);
+        Recorder states = new Recorder("relayedStates");
+        ZooKeeper rz = new ZooKeeper(relay.connectString(), SESSION_TIMEOUT_MS, states);
+        waitConnected(states);
+        long sessionBefore = rz.getSessionId();
+        Recorder replay = new Recorder("replayWatch");
+        call("relayed getData d+watch", () -> data(rz.getData(base + "/r/d", replay, null)));
+        call("relayed exists x+watch", () -> stat(rz.exists(base + "/r/x", replay)));
+        call("relayed getChildren c+watch", () -> sorted(rz.getChildren(base + "/r/c", replay)));
+        call("relayed getData same+watch", () -> data(rz.getData(base + "/r/same", replay, null)));
+        call("relayed create ephemeral", () -> rel(rz.create(base + "/r/eph", b(""), Ids.OPEN_ACL_UNSAFE,
+            CreateMode.EPHEMERAL)));
+
+        relay.cut();
+        states.expect();
+        // Changed while the client cannot reach the server.
+        call("set d while away", () -> String.valueOf(zk.setData(base + "/r/d", b("d1"), -1).getVersion()));
+        call("create x while away", () -> rel(zk.create(base + "/r/x", b(""), Ids.OPEN_ACL_UNSAFE,
+            CreateMode.PERSISTENT)));
+        call("create c/k while away", () -> rel(zk.create(base + "/r/c/k", b(""), Ids.OPEN_ACL_UNSAFE,
+            CreateMode.PERSISTENT)));
+        call("ephemeral survives a disconnect", () -> String.valueOf(zk.exists(base + "/r/eph", false) != null));
+        relay.restore();
+        states.expect();
+        out("same session after reconnect=" + (rz.getSessionId() == sessionBefore));
+        // Every watcher hears Disconnected and SyncConnected; then SetWatches
+        // replays the data, exist and child watches, in that order.
+        for (int i = 0; i < 5; i++) {
+            replay.expect();
+        }
+        replay.drain(300);
+        call("set same after reconnect", () -> String.valueOf(zk.setData(base + "/r/same", b("s1"), -1)
+            .getVersion()));
+        replay.expect();
+        replay.drain(300);
+        rz.close();
+        states.drain(200);
     }
 
     private static void closeAndEphemerals(String connect) throws Exception {
