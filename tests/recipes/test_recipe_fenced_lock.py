@@ -8,6 +8,7 @@ import time
 import pytest
 from kazoo.recipe.lock import Lock as KazooLock
 from recipes_proxy import TcpProxy
+from recipes_util import WAIT_S, wait_for
 
 from zkcompat.recipes import (
     FencedLock,
@@ -17,16 +18,6 @@ from zkcompat.recipes import (
     LockState,
     LockTimeout,
 )
-
-WAIT_S = 20.0  # bound on every wait for another thread or the server
-
-
-def wait_for(predicate, timeout_s: float = WAIT_S, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_token_is_holder_node_czxid_and_grows(zk, make_client, base):

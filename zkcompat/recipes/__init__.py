@@ -4,6 +4,9 @@ Everything here runs against any server that speaks the ZooKeeper protocol (zkco
 Apache ZooKeeper). Where kazoo's recipe is already correct it is reused as is.
 """
 
+from zkcompat.recipes.barrier import Barrier, DoubleBarrier
+from zkcompat.recipes.counter import Counter
+from zkcompat.recipes.discovery import ServiceRegistry
 from zkcompat.recipes.election import LeaderElection
 from zkcompat.recipes.errors import (
     BarrierTimeout,
@@ -25,14 +28,21 @@ from zkcompat.recipes.fencing import (
     ZnodeTokenStore,
 )
 from zkcompat.recipes.lock import FencedLock, FencedReadLock, FencedWriteLock, LockState
+from zkcompat.recipes.membership import GroupMembership, MemberIdTaken
+from zkcompat.recipes.semaphore import Semaphore
+from zkcompat.recipes.workqueue import WorkItem, WorkQueue
 
 __all__ = [
+    "Barrier",
     "BarrierTimeout",
     "ClaimLost",
+    "Counter",
+    "DoubleBarrier",
     "FencedLock",
     "FencedReadLock",
     "FencedResource",
     "FencedWriteLock",
+    "GroupMembership",
     "IndeterminateOutcome",
     "LeaderElection",
     "LockCancelled",
@@ -40,11 +50,16 @@ __all__ = [
     "LockLost",
     "LockState",
     "LockTimeout",
+    "MemberIdTaken",
     "MemoryTokenStore",
     "RecipeError",
+    "Semaphore",
     "Sequencer",
+    "ServiceRegistry",
     "StaleTokenError",
     "TokenStore",
+    "WorkItem",
+    "WorkQueue",
     "WrongLockError",
     "ZnodeTokenStore",
 ]

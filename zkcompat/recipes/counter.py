@@ -62,22 +62,35 @@ class Counter:
         """
         self._ensure()
         data = str(value).encode("ascii")
+        lost = False  # a connection loss happened: an earlier send may still land
         while True:
             try:
                 self.client.set(self.path, data, version=expected_version)
                 return True
             except BadVersionError:
+                if lost:
+                    self._settle(expected_version, value)  # raises if the winner may be us
                 return False
             except (ConnectionLoss, OperationTimeoutError):
-                now, version = self.get()  # retried until the connection is back
-                if version == expected_version:
-                    continue  # the write never landed: send it again
-                if version == expected_version + 1 and now != value:
+                lost = True
+                if self._settle(expected_version, value) is False:
                     return False
-                raise IndeterminateOutcome(
-                    f"{self.path}: connection lost during compare_and_set "
-                    f"({expected_version} -> {value}); the znode is now at version {version}"
-                ) from None
+                # Not landed (yet): send it again. Should the first send land after all,
+                # this one fails with BadVersion and _settle reports the ambiguity.
+
+    def _settle(self, expected_version: int, value: int) -> bool | None:
+        """After a connection loss, read the znode: None if the write has not landed, False
+        if another writer surely won; raise IndeterminateOutcome if a write that landed may
+        have been ours."""
+        now, version = self.get()  # retried until the connection is back
+        if version == expected_version:
+            return None
+        if version == expected_version + 1 and now != value:
+            return False
+        raise IndeterminateOutcome(
+            f"{self.path}: connection lost during compare_and_set "
+            f"({expected_version} -> {value}); the znode is now at version {version}"
+        )
 
     def add(self, delta: int) -> int:
         """Add delta atomically and return the new value."""
