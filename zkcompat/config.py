@@ -40,6 +40,11 @@ class Config:
     container_max_never_used_ms: int = 300_000  # znode.container.maxNeverUsedIntervalMs
     outstanding_requests_max: int = OUTSTANDING_REQUESTS_MAX
     server_id: int = 0
+    data_log_dir: Path | None = None
+    force_sync: bool = True
+    snap_count: int = 100_000
+    snap_retain_count: int = 3
+    purge_interval_hours: int = 0
     source: Path | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -107,6 +112,14 @@ _KEYS = {
     # so users set the super digest either way.
     "DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "zookeeper.DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
+    "dataLogDir": ("data_log_dir", lambda k, v: Path(v.strip())),
+    "forceSync": ("force_sync", _bool),
+    "zookeeper.forceSync": ("force_sync", _bool),
+    "snapCount": ("snap_count", lambda k, v: _int(k, v, 2)),
+    "zookeeper.snapCount": ("snap_count", lambda k, v: _int(k, v, 2)),
+    # ZooKeeper raises a retain count below 3 to 3 (DatadirCleanupManager).
+    "autopurge.snapRetainCount": ("snap_retain_count", lambda k, v: max(3, _int(k, v, 1))),
+    "autopurge.purgeInterval": ("purge_interval_hours", lambda k, v: _int(k, v, 0)),
     "extendedTypesEnabled": ("extended_types_enabled", _bool),
     "zookeeper.extendedTypesEnabled": ("extended_types_enabled", _bool),
     "enforceQuota": ("enforce_quota", _bool),
@@ -118,8 +131,7 @@ _KEYS = {
 }
 # Keys ZooKeeper users commonly have that later issues give meaning to: accepted quietly.
 _LATER = {
-    "initLimit", "syncLimit", "dataLogDir", "snapCount", "forceSync", "autopurge.snapRetainCount",
-    "autopurge.purgeInterval", "admin.enableServer", "admin.serverPort", "standaloneEnabled",
+    "initLimit", "syncLimit", "admin.enableServer", "admin.serverPort", "standaloneEnabled",
     "reconfigEnabled", "preAllocSize", "globalOutstandingLimit",
     "metricsProvider.className", "metricsProvider.httpPort",
 }

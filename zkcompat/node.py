@@ -1,17 +1,21 @@
 """One server process, wired from a Config: the standalone role (an ensemble of one)."""
 
 import asyncio
+import gc
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 
 from zkcompat.config import Config
 from zkcompat.server.admin import Admin
 from zkcompat.server.connection import Connection
+from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
-from zkcompat.store.volatile import VolatileTxnLog
-from zkcompat.tree.datatree import DataTree
-from zkcompat.zab.peer import Peer
+from zkcompat.store.datadir import DataDir
+from zkcompat.store.snapshotter import Snapshotter
+from zkcompat.zab.peer import Peer, zxid_epoch
 
 log = logging.getLogger(__name__)
 
@@ -22,20 +26,39 @@ class ServerContext:
 
     config: Config
     pipeline: Pipeline
+    datadir: DataDir
+    snapshotter: Snapshotter
     connections: set = field(default_factory=set)
     admin: Admin | None = None
+    loopmon: LoopMonitor = field(default_factory=LoopMonitor)
 
 
 def build_standalone(config: Config) -> ServerContext:
-    tree = DataTree()
-    txn_log = VolatileTxnLog()
-    peer = Peer(epoch=0, last_zxid=tree.last_processed_zxid)
+    datadir = DataDir(config.data_dir, config.data_log_dir, sync=config.force_sync)
+    tree = datadir.recover()
+    gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
+    last = tree.last_processed_zxid
+    peer = Peer(epoch=zxid_epoch(last), last_zxid=last)
     # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId).
-    pipeline = Pipeline(tree, peer, txn_log, config.tick_time_ms, config.server_id or 1,
+    pipeline = Pipeline(tree, peer, datadir.txnlog, config.tick_time_ms, config.server_id or 1,
                         config.extended_types_enabled, config.enforce_quota)
-    ctx = ServerContext(config, pipeline)
+    pipeline.restore_sessions()
+    snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,
+                              purge=config.purge_interval_hours > 0)
+    pipeline.on_applied = snapshotter.txn_applied
+    pipeline.on_log_failure = _stop_acknowledging
+    ctx = ServerContext(config, pipeline, datadir, snapshotter)
     ctx.admin = Admin(ctx)
     return ctx
+
+
+def _stop_acknowledging() -> None:
+    """The log cannot sync: no write may be acknowledged again. Exit at once; clients see
+    their connections drop and go to another server (ZooKeeper exits likewise)."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(3)
 
 
 class _Listener(Connection):
@@ -56,6 +79,9 @@ class _Listener(Connection):
 
 
 async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
+    if not config.force_sync:
+        log.warning("event=force_sync_off detail=%r",
+                    "forceSync=no: acknowledged writes can be lost on power failure")
     ctx = build_standalone(config)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
@@ -63,13 +89,11 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         reuse_address=True,
     )
     addr = server.sockets[0].getsockname()
-    log.info("event=listening address=%s port=%d mode=standalone data_dir=%s durable=%s",
-             addr[0], addr[1], config.data_dir, ctx.pipeline.txn_log.durable)
-    if not ctx.pipeline.txn_log.durable:
-        log.warning("event=volatile_txn_log detail=%r",
-                    "the txn log is in memory: data does not survive a restart yet")
+    log.info("event=listening address=%s port=%d mode=standalone data_dir=%s zxid=0x%x",
+             addr[0], addr[1], config.data_dir, ctx.pipeline.tree.last_processed_zxid)
     if ready is not None:
         ready.set_result(addr)
+    ctx.loopmon.start()
     reaper = asyncio.create_task(run_reaper(
         ctx.pipeline, config.container_check_interval_ms, config.container_max_per_minute,
         config.container_max_never_used_ms))
@@ -81,3 +105,4 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
                 ctx.pipeline.expire_sessions()
     finally:
         reaper.cancel()
+        ctx.loopmon.stop()

@@ -39,6 +39,10 @@ class _MultiBody:
         encode_multi_response(out, self.results)
 
 
+def _nothing() -> None:
+    pass
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -58,6 +62,8 @@ class Pipeline:
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
         self._proposed: deque[Request] = deque()  # writes proposed, not yet applied, zxid order
         self._sync_task: asyncio.Task | None = None
+        self.on_applied = _nothing  # after every applied txn (the snapshotter counts them)
+        self.on_log_failure = _nothing  # the log could not sync: stop acknowledging
         self.stats = {"packets_received": 0, "packets_sent": 0, "outstanding": 0}
 
     # -- entry points -------------------------------------------------------------
@@ -92,6 +98,13 @@ class Pipeline:
             self.submit(session, Request(session.session_id, 0, OpCode.CLOSE_SESSION, None,
                                          None, []))
 
+    def restore_sessions(self) -> None:
+        """After recovery every recovered session gets a full timeout from now, as a new
+        leader gives them (its clients need time to find this server again)."""
+        now = _mono_ms()
+        for sid, timeout in self.tree.sessions.items():
+            self.tracker.add(Session(sid, timeout), now)
+
     def touch(self, session: Session) -> None:
         self.tracker.touch(session, _mono_ms())
 
@@ -113,9 +126,10 @@ class Pipeline:
                 zxid = await self.txn_log.sync()
                 self._obey(self.peer.on_persisted(zxid))
         except Exception:
-            # A log we cannot sync must never acknowledge a write: stop serving writes.
-            log.exception("event=txn_log_sync_failed action=stop")
-            raise SystemExit(3) from None
+            # A log we cannot sync must never acknowledge a write.
+            log.exception("event=txn_log_sync_failed action=stop_server")
+            self.on_log_failure()
+            raise
         finally:
             self._sync_task = None
 
@@ -124,6 +138,7 @@ class Pipeline:
     def _apply(self, txn) -> None:
         rc = self.tree.apply(txn)
         self.prep.applied(txn.zxid)
+        self.on_applied()
         if rc.events:
             self.watches.trigger(rc.events, txn.zxid)
         req = self._proposed.popleft()

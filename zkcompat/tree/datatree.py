@@ -117,6 +117,27 @@ class DataTree:
         prefix = "/" if path == ROOT else path + "/"
         return sum(1 for p in self.nodes if p.startswith(prefix))
 
+    def rebuild_indexes(self) -> None:
+        """After nodes were loaded from a snapshot: children sets and the owner and quota
+        indexes, all derived from the nodes themselves."""
+        nodes = self.nodes
+        for node in nodes.values():
+            node.children = None
+        self.ephemerals, self.containers, self.ttls, self.quota_paths = {}, set(), set(), set()
+        for path, node in nodes.items():
+            if path == ROOT:
+                continue
+            parent_path, child = split_parent(path)
+            parent = nodes[parent_path]  # snapshots hold parents of every node
+            if parent.children is None:
+                parent.children = {child}
+            else:
+                parent.children.add(child)
+            if node.ephemeralOwner:
+                self._index_owner(path, node.ephemeralOwner)
+            if child == quota.LIMIT_NODE and parent_path.startswith(QUOTA):
+                self.quota_paths.add(parent_path[len(QUOTA):])
+
     # -- apply ------------------------------------------------------------------
 
     def apply(self, txn: Txn) -> ApplyResult:
@@ -135,6 +156,12 @@ class DataTree:
             return rc
         if path in self.nodes:
             rc.err = Code.NODEEXISTS
+            # Replaying over a fuzzy snapshot: the node may be there already, created
+            # again after a delete the snapshot missed; the parent still moves on
+            # (DataTree.processTxn's setCversionPzxid for NODEEXISTS).
+            if hdr.type == OpCode.CREATE and body.parentCVersion > parent.cversion:
+                parent.cversion = body.parentCVersion
+                parent.pzxid = hdr.zxid
             return rc
         cversion = body.parentCVersion
         if cversion == -1:

@@ -1,0 +1,33 @@
+"""Event-loop stall monitor: how late a 10 ms timer fires is how long the loop was blocked."""
+
+import asyncio
+import time
+
+INTERVAL_S = 0.010
+
+
+class LoopMonitor:
+    def __init__(self):
+        self.max_stall_ms = 0.0  # since start (or the last reset)
+        self.last_stall_ms = 0.0
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def reset(self) -> float:
+        worst, self.max_stall_ms = self.max_stall_ms, 0.0
+        return worst
+
+    async def _run(self) -> None:
+        while True:
+            t0 = time.monotonic()
+            await asyncio.sleep(INTERVAL_S)
+            late_ms = (time.monotonic() - t0 - INTERVAL_S) * 1000
+            self.last_stall_ms = late_ms
+            if late_ms > self.max_stall_ms:
+                self.max_stall_ms = late_ms

@@ -1,0 +1,284 @@
+"""Snapshots of the tree and the session table in LevelDB, fuzzy like ZooKeeper's.
+
+A snapshot starts at zxid Z (the last applied txn) and is written in small slices
+between requests, so the tree keeps changing under it; recovery loads it and replays
+the log after Z, and replay is idempotent, so the result is exact. Layout:
+  b"c" + Z + chunk number -> crc32 + serialised nodes (depth first, parents first)
+  b"m" + Z                -> crc32 + manifest (counts, sessions, ACL table); written
+                             last and synced: a snapshot without its manifest is ignored.
+"""
+
+import asyncio
+import logging
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import plyvel
+
+from zkcompat.tree.acl import intern_acl
+from zkcompat.tree.datatree import DataTree, ZNode
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+CHUNK_BYTES = 1 << 20
+SLICE_NODES = 2000  # nodes serialised per event-loop turn (a few ms)
+
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_ZXID = struct.Struct(">Q")
+_CHUNK_KEY = struct.Struct(">cQI")
+# acl index, czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, pzxid
+_NODE_FIXED = struct.Struct(">iqqqqiiiqq")
+_MANIFEST_HEAD = struct.Struct(">iqqqii")  # version, start zxid, end zxid, nodes, chunks, acls
+_SESSION = struct.Struct(">qi")
+
+
+class SnapshotCorruption(Exception):
+    pass
+
+
+def _chunk_key(zxid: int, n: int) -> bytes:
+    return _CHUNK_KEY.pack(b"c", zxid, n)
+
+
+def _manifest_key(zxid: int) -> bytes:
+    return b"m" + _ZXID.pack(zxid)
+
+
+def _with_crc(payload: bytes) -> bytes:
+    return _U32.pack(zlib.crc32(payload)) + payload
+
+
+def _checked(what: str, value: bytes | None) -> bytes:
+    if value is None or len(value) < 4:
+        raise SnapshotCorruption(f"{what} is missing or truncated")
+    payload = value[4:]
+    if zlib.crc32(payload) != _U32.unpack_from(value)[0]:
+        raise SnapshotCorruption(f"{what} fails its checksum")
+    return payload
+
+
+def _put_str(out: bytearray, s: str) -> None:
+    b = s.encode("utf-8", "surrogatepass")
+    out += _I32.pack(len(b))
+    out += b
+
+
+def _put_bytes(out: bytearray, b: bytes | None) -> None:
+    if b is None:
+        out += _I32.pack(-1)
+    else:
+        out += _I32.pack(len(b))
+        out += b
+
+
+class SnapshotWriter:
+    """Serialises a tree in slices: iterate `chunks()` and yield to the loop in between."""
+
+    def __init__(self, tree: DataTree):
+        self.tree = tree
+        self.start_zxid = tree.last_processed_zxid
+        self.sessions = dict(tree.sessions)
+        self.acl_index: dict = {}
+        self.nodes = 0
+
+    def _acl(self, acl) -> int:
+        i = self.acl_index.get(acl)
+        if i is None:
+            i = self.acl_index[acl] = len(self.acl_index)
+        return i
+
+    def chunks(self, slice_nodes: int = SLICE_NODES) -> Iterator[bytes | None]:
+        """Yields a chunk when one is full, and None after each slice (a yield point)."""
+        nodes = self.tree.nodes
+        stack = ["/"]
+        out = bytearray()
+        in_slice = 0
+        pack = _NODE_FIXED.pack
+        while stack:
+            path = stack.pop()
+            node = nodes.get(path)
+            if node is None:
+                continue  # deleted since its parent was visited: replay settles it
+            _put_str(out, path)
+            _put_bytes(out, node.data)
+            out += pack(self._acl(node.acl), node.czxid, node.mzxid, node.ctime, node.mtime,
+                        node.version, node.cversion, node.aversion, node.ephemeralOwner,
+                        node.pzxid)
+            self.nodes += 1
+            if node.children:
+                base = "" if path == "/" else path
+                stack.extend(f"{base}/{c}" for c in node.children)
+            if len(out) >= CHUNK_BYTES:
+                yield bytes(out)
+                out = bytearray()
+            in_slice += 1
+            if in_slice >= slice_nodes:
+                in_slice = 0
+                yield None
+        if out:
+            yield bytes(out)
+
+    def manifest(self, chunk_count: int, end_zxid: int) -> bytes:
+        out = bytearray(_MANIFEST_HEAD.pack(FORMAT_VERSION, self.start_zxid, end_zxid, self.nodes,
+                                            chunk_count, len(self.acl_index)))
+        for acl in self.acl_index:  # dicts keep insertion order: index order
+            out += _I32.pack(len(acl))
+            for perms, scheme, ident in acl:
+                out += _I32.pack(perms)
+                _put_str(out, scheme)
+                _put_str(out, ident)
+        out += _I32.pack(len(self.sessions))
+        for sid, timeout in sorted(self.sessions.items()):
+            out += _SESSION.pack(sid, timeout)
+        return bytes(out)
+
+
+class SnapshotStore:
+    def __init__(self, path: Path):
+        path.mkdir(parents=True, exist_ok=True)
+        self.db = plyvel.DB(str(path), create_if_missing=True)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def zxids(self) -> list[int]:
+        """Start zxids of complete snapshots, newest first."""
+        return [_ZXID.unpack_from(k, 1)[0]
+                for k in self.db.iterator(prefix=b"m", reverse=True, include_value=False)]
+
+    # -- writing ------------------------------------------------------------------------
+
+    def write_sync(self, tree: DataTree) -> int:
+        """Write a snapshot of a tree nothing else is changing (tools, tests)."""
+        writer = SnapshotWriter(tree)
+        n = 0
+        for chunk in writer.chunks(slice_nodes=1 << 62):
+            if chunk is not None:
+                self.db.put(_chunk_key(writer.start_zxid, n), _with_crc(chunk))
+                n += 1
+        self.db.put(_manifest_key(writer.start_zxid),
+                    _with_crc(writer.manifest(n, tree.last_processed_zxid)), sync=True)
+        return writer.start_zxid
+
+    async def write(self, tree: DataTree, executor) -> tuple[int, int]:
+        """Write a fuzzy snapshot while the server runs; returns (start zxid, nodes)."""
+        loop = asyncio.get_running_loop()
+        writer = SnapshotWriter(tree)
+        n = 0
+        for chunk in writer.chunks():
+            if chunk is None:
+                await asyncio.sleep(0)
+                continue
+            await loop.run_in_executor(executor, self.db.put,
+                                       _chunk_key(writer.start_zxid, n), _with_crc(chunk))
+            n += 1
+        manifest = _with_crc(writer.manifest(n, tree.last_processed_zxid))
+        await loop.run_in_executor(
+            executor, lambda: self.db.put(_manifest_key(writer.start_zxid), manifest, sync=True))
+        return writer.start_zxid, writer.nodes
+
+    def delete(self, zxid: int) -> None:
+        with self.db.write_batch(sync=True) as wb:
+            wb.delete(_manifest_key(zxid))  # first: the snapshot stops counting at once
+            for key in self.db.iterator(prefix=b"c" + _ZXID.pack(zxid), include_value=False):
+                wb.delete(key)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def load(self, zxid: int, progress=None) -> DataTree:
+        """Rebuild the tree of the snapshot that started at `zxid`; SnapshotCorruption if
+        any part of it is missing or fails its checksum."""
+        name = f"snapshot 0x{zxid:x}"
+        manifest = _checked(f"{name} manifest", self.db.get(_manifest_key(zxid)))
+        version, start, end, count, chunks, acl_count = _MANIFEST_HEAD.unpack_from(manifest)
+        if version != FORMAT_VERSION:
+            raise SnapshotCorruption(f"{name}: unknown format version {version}")
+        off = _MANIFEST_HEAD.size
+        try:
+            acls, off = _read_acls(manifest, off, acl_count)
+            (n_sessions,) = _I32.unpack_from(manifest, off)
+            off += 4
+            sessions = {}
+            for _ in range(n_sessions):
+                sid, timeout = _SESSION.unpack_from(manifest, off)
+                off += _SESSION.size
+                sessions[sid] = timeout
+        except (struct.error, IndexError, UnicodeDecodeError) as e:
+            raise SnapshotCorruption(f"{name} manifest: {e}") from None
+        tree = DataTree()
+        tree.nodes.clear()
+        loaded = 0
+        for i in range(chunks):
+            chunk = _checked(f"{name} chunk {i}", self.db.get(_chunk_key(zxid, i)))
+            try:
+                loaded += _read_nodes(chunk, acls, tree.nodes)
+            except (struct.error, IndexError, UnicodeDecodeError) as e:
+                raise SnapshotCorruption(f"{name} chunk {i}: {e}") from None
+            if progress is not None:
+                progress(loaded, count)
+        if loaded != count or "/" not in tree.nodes:
+            raise SnapshotCorruption(f"{name}: {loaded} nodes found, manifest says {count}")
+        tree.sessions = sessions
+        tree.last_processed_zxid = start
+        tree.rebuild_indexes()
+        return tree
+
+
+def _read_str(buf: bytes, off: int) -> tuple[str, int]:
+    (n,) = _I32.unpack_from(buf, off)
+    off += 4
+    if n < 0 or off + n > len(buf):
+        raise IndexError("string runs past the end")
+    return buf[off : off + n].decode("utf-8", "surrogatepass"), off + n
+
+
+def _read_acls(buf: bytes, off: int, count: int):
+    acls = []
+    for _ in range(count):
+        (n,) = _I32.unpack_from(buf, off)
+        off += 4
+        entries = []
+        for _ in range(n):
+            (perms,) = _I32.unpack_from(buf, off)
+            scheme, off = _read_str(buf, off + 4)
+            ident, off = _read_str(buf, off)
+            entries.append((perms, scheme, ident))
+        acls.append(intern_acl(tuple(entries)))
+    return acls, off
+
+
+def _read_nodes(buf: bytes, acls: list, nodes: dict) -> int:
+    off = 0
+    end = len(buf)
+    n = 0
+    unpack = _NODE_FIXED.unpack_from
+    fixed = _NODE_FIXED.size
+    new = ZNode.__new__
+    while off < end:
+        path, off = _read_str(buf, off)
+        (dlen,) = _I32.unpack_from(buf, off)
+        off += 4
+        if dlen < 0:
+            data = None
+        else:
+            if off + dlen > end:
+                raise IndexError("data runs past the end")
+            data = buf[off : off + dlen]
+            off += dlen
+        (acl_i, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
+         pzxid) = unpack(buf, off)
+        off += fixed
+        node = new(ZNode)
+        node.data = data
+        node.acl = acls[acl_i]
+        node.czxid, node.mzxid, node.ctime, node.mtime = czxid, mzxid, ctime, mtime
+        node.version, node.cversion, node.aversion = version, cversion, aversion
+        node.ephemeralOwner, node.pzxid = owner, pzxid
+        node.children = None
+        nodes[path] = node
+        n += 1
+    return n
