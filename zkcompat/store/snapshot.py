@@ -164,12 +164,13 @@ class SnapshotStore:
                     _with_crc(writer.manifest(n, tree.last_processed_zxid)), sync=True)
         return writer.start_zxid
 
-    async def write(self, tree: DataTree, executor) -> tuple[int, int]:
+    async def write(self, tree: DataTree, executor,
+                    slice_nodes: int = SLICE_NODES) -> tuple[int, int]:
         """Write a fuzzy snapshot while the server runs; returns (start zxid, nodes)."""
         loop = asyncio.get_running_loop()
         writer = SnapshotWriter(tree)
         n = 0
-        for chunk in writer.chunks():
+        for chunk in writer.chunks(slice_nodes):
             if chunk is None:
                 await asyncio.sleep(0)
                 continue
