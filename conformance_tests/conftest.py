@@ -67,6 +67,7 @@ def conformance_pair(request) -> tuple[ServerProcess, ServerProcess]:
 
 def _scenario_test(sc):
     def test(conformance_pair) -> None:
+        __tracebackhide__ = True
         run_differential(sc, *conformance_pair)
 
     test.__name__ = sc.name

@@ -489,6 +489,7 @@ def normalised(env: Env) -> list[tuple]:
 
 def run_differential(sc: Scenario, reference: ServerProcess, candidate: ServerProcess) -> None:
     """Run sc on both servers; raise AssertionError with a side-by-side diff."""
+    __tracebackhide__ = True  # the diff is the message; harness frames add nothing
     base = new_base(sc.name)
     ref_env = run_scenario(sc, reference, base, "reference")
     if ref_env.problems:
@@ -498,7 +499,19 @@ def run_differential(sc: Scenario, reference: ServerProcess, candidate: ServerPr
         )
     if not ref_env.log:
         raise ScenarioError(f"scenario {sc.name} recorded nothing: it compares nothing")
-    cand_env = run_scenario(sc, candidate, base, "candidate")
+    try:
+        cand_env = run_scenario(sc, candidate, base, "candidate")
+    except Exception as e:  # outside the scenario body: e.g. creating the base
+        raise AssertionError(
+            f"scenario {sc.name}: {candidate.kind} failed around the scenario "
+            f"({type(e).__name__}: {e}); {candidate!r}\n"
+            f"--- {candidate.kind} log tail ({candidate.log_path}) ---\n{candidate.log_tail(30)}"
+        ) from e
+    if not candidate.is_alive():
+        raise AssertionError(
+            f"scenario {sc.name}: {candidate.kind} exited (rc {candidate.returncode})\n"
+            f"--- {candidate.kind} log tail ({candidate.log_path}) ---\n{candidate.log_tail(30)}"
+        )
     ref_log = normalised(ref_env)
     cand_log = normalised(cand_env)
     if ref_log != cand_log:
