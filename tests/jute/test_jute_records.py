@@ -15,7 +15,7 @@ from zkcompat.jute.errors import JuteError
 from zkcompat.jute.schema import RECORDS
 
 NAMES = [rec.name for rec in RECORDS]
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def encode(rec: object) -> bytes:
@@ -49,7 +49,7 @@ def test_round_trip_preserves_every_field(name: str, data: st.DataObject) -> Non
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(data=st.data())
 def test_every_truncation_raises_jute_error(name: str, data: st.DataObject) -> None:
     cls = getattr(r, name)
@@ -67,7 +67,7 @@ def test_every_truncation_raises_jute_error(name: str, data: st.DataObject) -> N
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(blob=st.binary(max_size=80), offset=st.integers(0, 8))
 @example(blob=b"\xff\xff\xff\xfe" * 4, offset=0)
 @example(blob=b"\x7f\xff\xff\xff" * 8, offset=0)
