@@ -50,6 +50,9 @@ MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
 
 # Frames a client may pipeline after its ConnectRequest, before the session exists.
 PRE_SESSION_FRAMES_MAX = 1000
+# zookeeper.nio.sessionlessCnxnTimeout: a connection that has not completed its handshake
+# by then is closed, so half-open sockets cannot pile up until descriptors run out.
+SESSIONLESS_CNXN_TIMEOUT_S = 10.0
 
 
 class Connection(asyncio.Protocol):
@@ -81,6 +84,11 @@ class Connection(asyncio.Protocol):
         # Every connection is authenticated by its address (NIOServerCnxn adds ("ip", addr)).
         self.auth_ids.append(("ip", host))
         self.server.connections.add(self)
+        asyncio.get_running_loop().call_later(SESSIONLESS_CNXN_TIMEOUT_S, self._handshake_deadline)
+
+    def _handshake_deadline(self) -> None:
+        if self._state == "handshake":
+            self.close("no session established within the sessionless connection timeout")
 
     def connection_lost(self, exc) -> None:
         self._state = "closed"
