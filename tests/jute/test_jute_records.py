@@ -166,3 +166,11 @@ def test_equality_is_by_type_and_fields() -> None:
         hash(r.SyncRequest("/a"))
     with pytest.raises(AttributeError):
         r.SyncRequest("/a").other = 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_malformed_utf8_reads_the_same_from_any_buffer(kind: type) -> None:
+    raw = bytes.fromhex("0000000b" "61" "eda080" "e282" "f09f9880" "62")
+    assert r.SyncRequest.decode(kind(raw), 0)[0].path == "a\ufffd\ufffd\U0001f600b"
+    data = r.GetDataResponse.decode(kind(r.GetDataResponse(b"\xff", r.Stat()).to_bytes()), 0)[0]
+    assert type(data.data) is bytes and data.data == b"\xff"

@@ -36,6 +36,7 @@ _REQUEST_RECORD: dict[int, type] = {
 _READ_OPS = frozenset({OpCode.GET_CHILDREN, OpCode.GET_DATA})
 _CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER})
 _TTL_MODES = frozenset({CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL})
+_CREATE_MODE_MAX = max(CreateMode)
 
 # MultiResponse.serialize: result type -> (header type, response record or None for no body).
 # FinalRequestProcessor reports create2/createTTL/createContainer as CreateResult(path, stat)
@@ -82,6 +83,8 @@ def decode_multi_request(
     type it does not know, create/create2/createContainer flags that are no CreateMode or
     a TTL mode (validateTTL fails without a ttl), and read ops mixed with write ops. A null
     ACL vector in a create is refused too (Java fails on it with a NullPointerException).
+    ZooKeeper's PrepRequestProcessor answers all of these with MARSHALLINGERROR. The flag
+    and ACL checks are 3.9's (ZOOKEEPER-4026); 3.8 let them through to prep.
     The type is the header's; see multi_op_type for the type ZooKeeper goes on to use.
     """
     ops: list[tuple[int, Record]] = []
@@ -97,7 +100,7 @@ def decode_multi_request(
             raise JuteError(f"multi request: invalid type of op {op_type}")
         rec, o = cls.decode(buf, o)
         if op_type in _CREATE_OPS:
-            if not 0 <= rec.flags <= max(CreateMode) or rec.flags in _TTL_MODES:
+            if not 0 <= rec.flags <= _CREATE_MODE_MAX or rec.flags in _TTL_MODES:
                 raise JuteError(f"multi request: invalid flag {rec.flags} for create mode")
             if rec.acl is None:
                 raise JuteError("multi request: create without an ACL vector")
