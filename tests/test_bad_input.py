@@ -67,8 +67,6 @@ OK = 0
 MARSHALLINGERROR = -5
 UNIMPLEMENTED = -6
 BADARGUMENTS = -8
-NONODE = -101
-NOWATCHER = -121
 
 NOTIFICATION_XID = -1
 PING_XID = -2
@@ -850,8 +848,9 @@ MARSHALLING_CASES = {
         request(SET_WATCHES_XID, OP_SET_WATCHES, i64(0) + i32(0) + i32(0) + i32(HUGE)),
         [("reply", SET_WATCHES_XID, MARSHALLINGERROR, "")],
     ),
-    # A multi: op headers are read until `done`; ZooKeeper reads 0xdeadbeef as a header
-    # of an unknown type with done=true... the result is an empty multi.
+    # MultiOperationRecord reads MultiHeaders until one says done: the garbage's first
+    # header (type 0xdeadbeef, done byte 0xde, so true) ends it, an empty multi whose
+    # response is the closing MultiHeader(-1, true, -1) alone.
     "multi-garbage": (
         request(7, OP_MULTI, GARBAGE),
         [("reply", 7, OK, "ffffffff01ffffffff")],
