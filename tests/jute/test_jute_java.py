@@ -29,7 +29,7 @@ from zkcompat.jute.schema import RECORDS, element_type
 
 NAMES = [rec.name for rec in RECORDS]
 FQCN = {rec.name: f"{rec.module}.{rec.name}" for rec in RECORDS}
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ZooKeeper 3.9 constants the 3.8.0 jar predates.
 NEWER_THAN_JAR = {"WatcherType.PERSISTENT": 4, "WatcherType.PERSISTENT_RECURSIVE": 5}
@@ -283,7 +283,7 @@ def _java_view(op: int, rec: object) -> tuple[int, object]:
 _REFUSED_SINCE_3_9 = re.compile("invalid flag|without an ACL")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(_multi_op(), max_size=4), data=st.data())
 def test_multi_request_agrees_with_java(java: JavaOracle, ops: list, data: st.DataObject) -> None:
     out = bytearray()
