@@ -126,7 +126,10 @@ class ZkcompatLauncher:
                                   stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                   timeout=timeout_s)
         except subprocess.TimeoutExpired as e:
-            return subprocess.CompletedProcess(e.cmd, -9, e.stdout or "", e.stderr or "")
+            # TimeoutExpired keeps the output as bytes, whatever text= said.
+            out, err = (v.decode(errors="replace") if isinstance(v, bytes) else v or ""
+                        for v in (e.stdout, e.stderr))
+            return subprocess.CompletedProcess(e.cmd, -9, out, err)
 
     def stop_all(self) -> None:
         for server in self.started:
