@@ -137,6 +137,20 @@ class RawClient:
     def send_frame(self, payload: bytes) -> None:
         self._sock.sendall(FRAME_LENGTH.pack(len(payload)) + payload)
 
+    def send_bytes(self, data: bytes) -> None:
+        """Bytes as given, no framing: for malformed frames."""
+        self._sock.sendall(data)
+
+    def next_xid(self) -> int:
+        self._xid += 1
+        return self._xid
+
+    def recv_reply(self) -> Reply:
+        """The next reply frame (notifications included), decoded."""
+        body = self.recv_frame()
+        xid, zxid, err = REPLY_HEADER.unpack_from(body, 0)
+        return Reply(xid, zxid, err, body[REPLY_HEADER.size :])
+
     def _recv_exact(self, n: int) -> bytes:
         chunks = []
         while n:
