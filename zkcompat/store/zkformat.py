@@ -1,0 +1,636 @@
+"""Apache ZooKeeper's own on-disk files, read with construct: `version-2/snapshot.<zxid>`
+(optionally .gz or .snappy) and `version-2/log.<zxid>`.
+
+Cold path only (import, dump): declarative construct Structs that also build, so tests
+write exact ZooKeeper files. Rules are ZooKeeper's own: a log ends at its zero padding or
+at a partial last record (FileTxnIterator); a record whose Adler32 does not match, or a
+snapshot whose seal does not, is corruption (ZkFormatError names the file and offset).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from construct import (
+    Adapter,
+    Bytes,
+    Check,
+    ConstructError,
+    If,
+    Int32sb,
+    Int64sb,
+    Struct,
+    this,
+)
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import OpCode
+from zkcompat.jute.errors import JuteError
+from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
+from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
+from zkcompat.tree.txn import Txn, decode_txn
+
+# FileSnap.SNAP_MAGIC / FileTxnLog.TXNLOG_MAGIC: "ZKSN" / "ZKLG" read as a big-endian int.
+SNAP_MAGIC = int.from_bytes(b"ZKSN", "big")
+TXNLOG_MAGIC = int.from_bytes(b"ZKLG", "big")
+FILE_FORMAT_VERSION = 2  # FileSnap.VERSION, FileTxnLog.VERSION
+# ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: a node with this acl id is world:anyone ALL.
+OPEN_UNSAFE_ACL_ID = -1
+# Util.readTxnBytes: the byte after each log record ('B'); anything else is a partial record.
+END_OF_RECORD = 0x42
+# SnapStream: xerial snappy-java's stream header (SnappyCodec.MAGIC_HEADER + two ints).
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_HEADER_BYTES = len(SNAPPY_MAGIC) + 8
+# The directory ZooKeeper keeps its files in under dataDir/dataLogDir (FileTxnSnapLog.version).
+VERSION_DIR = "version-2"
+
+SNAPSHOT_NAME = re.compile(r"^snapshot\.([0-9a-fA-F]+)(?:\.(gz|snappy))?$")
+LOG_NAME = re.compile(r"^log\.([0-9a-fA-F]+)$")
+
+
+class ZkFormatError(Exception):
+    """A ZooKeeper file that is not what ZooKeeper would have written (or was damaged)."""
+
+
+# -- jute primitives as construct ---------------------------------------------------------
+
+
+class _NullableBytes(Adapter):
+    """jute buffer: int length then bytes; length -1 is null (BinaryInputArchive.readBuffer)."""
+
+    def _decode(self, obj, context, path):
+        return None if obj.length == -1 else obj.data
+
+    def _encode(self, obj, context, path):
+        return {"length": -1, "data": None} if obj is None else {"length": len(obj), "data": obj}
+
+
+class _JuteString(Adapter):
+    """jute ustring: a buffer read as Java's `new String(bytes, UTF_8)` reads it."""
+
+    def _decode(self, obj, context, path):
+        return None if obj is None else java_utf8_decode(obj)
+
+    def _encode(self, obj, context, path):
+        return None if obj is None else java_utf8_encode(obj)
+
+
+_RawBuffer = Struct(
+    "length" / Int32sb,
+    Check(this.length >= -1),
+    "data" / If(this.length >= 0, Bytes(this.length)),
+)
+JuteBuffer = _NullableBytes(_RawBuffer)
+JuteString = _JuteString(JuteBuffer)
+
+FileHeader = Struct("magic" / Int32sb, "version" / Int32sb, "dbid" / Int64sb)
+
+# org.apache.zookeeper.data.StatPersisted
+StatPersisted = Struct(
+    "czxid" / Int64sb,
+    "mzxid" / Int64sb,
+    "ctime" / Int64sb,
+    "mtime" / Int64sb,
+    "version" / Int32sb,
+    "cversion" / Int32sb,  # the number of creates under it (DataNode.copyStat derives the rest)
+    "aversion" / Int32sb,
+    "ephemeralOwner" / Int64sb,
+    "pzxid" / Int64sb,
+)
+
+Session = Struct("id" / Int64sb, "timeout" / Int32sb)
+
+AclEntry = Struct("perms" / Int32sb, "scheme" / JuteString, "id" / JuteString)
+
+# One entry of ReferenceCountedACLCache.serialize: long id, then vector<ACL>.
+AclCacheEntry = Struct(
+    "id" / Int64sb,
+    "count" / Int32sb,
+    Check(this.count >= -1),
+    "acls" / If(this.count >= 0, AclEntry[this.count]),
+)
+
+# DataNode.serialize, preceded by DataTree.serializeNodeData's path.
+NodeRecord = Struct(
+    "data" / JuteBuffer,
+    "acl" / Int64sb,
+    "stat" / StatPersisted,
+)
+
+Seal = Struct("checksum" / Int64sb, "path" / JuteString)  # SnapStream.sealStream
+
+# log record head: Adler32 of the txn bytes (as a long), then the txn buffer's length.
+LogRecordHead = Struct("checksum" / Int64sb, "length" / Int32sb)
+
+# The same node layout as plain structs, for the node loop: acl id, then StatPersisted.
+_INT = struct.Struct(">i")
+_STAT = struct.Struct(">qqqqqiiiqq")
+_PROGRESS_BYTES = 1 << 20
+
+_COMPILED: dict[int, object] = {}
+
+
+def _fast(c):
+    """construct's compiled form where it can compile, else the Struct itself."""
+    key = id(c)
+    if key not in _COMPILED:
+        try:
+            _COMPILED[key] = c.compile()
+        except Exception:  # noqa: BLE001 - Adapters without an emitter stay interpreted
+            _COMPILED[key] = c
+    return _COMPILED[key]
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+class _Reader:
+    """An in-memory stream that knows its offset (for checksums and error messages)."""
+
+    def __init__(self, name: str, buf: bytes):
+        self.name = name
+        self.buf = buf
+        self.stream = io.BytesIO(buf)
+
+    @property
+    def offset(self) -> int:
+        return self.stream.tell()
+
+    @property
+    def remaining(self) -> int:
+        return len(self.buf) - self.stream.tell()
+
+    def parse(self, what: str, con):
+        at = self.offset
+        try:
+            return con.parse_stream(self.stream)
+        except ConstructError as e:
+            raise ZkFormatError(f"{self.name}: bad or truncated {what} at offset {at}: "
+                                f"{_first_line(e)}") from None
+
+    def adler32(self, end: int) -> int:
+        return zlib.adler32(memoryview(self.buf)[:end])
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def snappy_decompress_block(src: bytes | memoryview) -> bytes:
+    """One raw snappy block (Google's format): varint length, then literals and copies."""
+    src = memoryview(src)
+    n = shift = pos = 0
+    while True:
+        if pos >= len(src):
+            raise ZkFormatError("snappy block: truncated length")
+        b = src[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    out = bytearray()
+    end = len(src)
+    while pos < end:
+        tag = src[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:  # literal
+            length = tag >> 2
+            if length >= 60:
+                extra = length - 59
+                length = int.from_bytes(src[pos : pos + extra], "little")
+                pos += extra
+            length += 1
+            if pos + length > end:
+                raise ZkFormatError("snappy block: literal runs past the end")
+            out += src[pos : pos + length]
+            pos += length
+            continue
+        if kind == 1:
+            length = ((tag >> 2) & 7) + 4
+            offset = ((tag >> 5) << 8) | src[pos]
+            pos += 1
+        elif kind == 2:
+            length = (tag >> 2) + 1
+            offset = int.from_bytes(src[pos : pos + 2], "little")
+            pos += 2
+        else:
+            length = (tag >> 2) + 1
+            offset = int.from_bytes(src[pos : pos + 4], "little")
+            pos += 4
+        if offset == 0 or offset > len(out):
+            raise ZkFormatError(f"snappy block: copy offset {offset} outside {len(out)} bytes")
+        start = len(out) - offset
+        if offset >= length:
+            out += out[start : start + length]
+        else:  # the copy overlaps what it writes: a repeating pattern
+            pattern = bytes(out[start:])
+            out += (pattern * (length // offset + 1))[:length]
+    if len(out) != n:
+        raise ZkFormatError(f"snappy block: {len(out)} bytes, header says {n}")
+    return bytes(out)
+
+
+def snappy_stream_decompress(raw: bytes) -> bytes:
+    """snappy-java's SnappyInputStream format: header, then (int length, block)*; a second
+    header may follow (concatenated streams)."""
+    if not raw.startswith(SNAPPY_MAGIC):
+        raise ZkFormatError("not a snappy-java stream (bad magic)")
+    out = []
+    pos = 0
+    view = memoryview(raw)
+    while pos < len(raw):
+        if raw.startswith(SNAPPY_MAGIC, pos):
+            pos += SNAPPY_HEADER_BYTES
+            continue
+        if pos + 4 > len(raw):
+            raise ZkFormatError("snappy stream: truncated block length")
+        (n,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        if n < 0 or pos + n > len(raw):
+            raise ZkFormatError(f"snappy stream: block of {n} bytes runs past the end")
+        out.append(snappy_decompress_block(view[pos : pos + n]))
+        pos += n
+    return b"".join(out)
+
+
+def read_snapshot_bytes(path: Path) -> bytes:
+    """The snapshot's serialised stream, decompressed per its suffix (SnapStream)."""
+    raw = Path(path).read_bytes()
+    name = Path(path).name
+    if name.endswith(".gz"):
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ZkFormatError(f"{name}: gzip: {e}") from None
+    if name.endswith(".snappy"):
+        try:
+            return snappy_stream_decompress(raw)
+        except ZkFormatError as e:
+            raise ZkFormatError(f"{name}: {e}") from None
+    return raw
+
+
+# -- files in a dataDir -------------------------------------------------------------------
+
+
+def version_dir(data_dir: Path) -> Path:
+    """dataDir/version-2, or the directory itself when it is already a version-2."""
+    data_dir = Path(data_dir)
+    if data_dir.name == VERSION_DIR:
+        return data_dir
+    return data_dir / VERSION_DIR
+
+
+def snapshot_files(data_dir: Path) -> list[tuple[int, Path]]:
+    """(zxid, path) of every snapshot file, newest first (Util.sortDataDir)."""
+    found = []
+    vdir = version_dir(data_dir)
+    if not vdir.is_dir():
+        return []
+    for p in vdir.iterdir():
+        m = SNAPSHOT_NAME.match(p.name)
+        if m:
+            found.append((int(m.group(1), 16), p))
+    return sorted(found, key=lambda t: t[0], reverse=True)
+
+
+def log_files(log_dir: Path) -> list[tuple[int, Path]]:
+    """(first zxid, path) of every txn log file, oldest first."""
+    found = []
+    vdir = version_dir(log_dir)
+    if not vdir.is_dir():
+        return []
+    for p in vdir.iterdir():
+        m = LOG_NAME.match(p.name)
+        if m:
+            found.append((int(m.group(1), 16), p))
+    return sorted(found, key=lambda t: t[0])
+
+
+def logs_from(log_dir: Path, zxid: int) -> list[tuple[int, Path]]:
+    """The log files that can hold txns >= zxid: the last one starting at or before it and
+    every later one (FileTxnLog.getLogFiles)."""
+    files = log_files(log_dir)
+    start = 0
+    for i, (first, _) in enumerate(files):
+        if first <= zxid:
+            start = i
+    return files[start:]
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+
+@dataclass
+class ZkNode:
+    path: str  # "/" for the root (ZooKeeper writes it as "")
+    data: bytes | None
+    acl: AclTuple
+    czxid: int
+    mzxid: int
+    ctime: int
+    mtime: int
+    version: int
+    cversion: int  # as ZooKeeper stores it: the number of creates
+    aversion: int
+    ephemeralOwner: int
+    pzxid: int
+
+
+@dataclass
+class ZkSnapshot:
+    path: Path
+    zxid: int  # from the file name, as FileSnap.deserialize takes it
+    dbid: int
+    sessions: dict[int, int]
+    acls: dict[int, AclTuple]
+    nodes: list[ZkNode]
+    digest: tuple[int, int, int] | None = None  # (zxid, digest version, digest)
+    last_processed_zxid: int | None = None  # only in snapshots of ZooKeeper 3.9.3+
+    sealed: list[int] = field(default_factory=list)  # offsets of the verified seals
+
+
+def snapshot_zxid(path: Path) -> int:
+    m = SNAPSHOT_NAME.match(Path(path).name)
+    if not m:
+        raise ZkFormatError(f"{Path(path).name}: not a snapshot file name (snapshot.<hex zxid>)")
+    return int(m.group(1), 16)
+
+
+def read_snapshot(path: Path, progress=None) -> ZkSnapshot:
+    """Parse a whole ZooKeeper snapshot; ZkFormatError if it is damaged or incomplete.
+
+    `progress(bytes_read, bytes_total)` is called now and then while nodes are read.
+    """
+    path = Path(path)
+    zxid = snapshot_zxid(path)
+    rd = _Reader(path.name, read_snapshot_bytes(path))
+    hdr = rd.parse("file header", _fast(FileHeader))
+    if hdr.magic != SNAP_MAGIC:
+        raise ZkFormatError(f"{path.name}: magic 0x{hdr.magic & 0xFFFFFFFF:08x} is not ZKSN")
+    if hdr.version != FILE_FORMAT_VERSION:
+        raise ZkFormatError(f"{path.name}: file format version {hdr.version}, expected 2")
+    snap = ZkSnapshot(path, zxid, hdr.dbid, {}, {}, [])
+    count = rd.parse("session count", Int32sb)
+    if count < 0 or count * 12 > rd.remaining:
+        raise ZkFormatError(f"{path.name}: impossible session count {count}")
+    session = _fast(Session)
+    for _ in range(count):
+        s = rd.parse("session", session)
+        snap.sessions[s.id] = s.timeout
+    snap.acls = _read_acl_cache(rd)
+    _read_nodes(rd, snap, progress)
+    _check_seal(rd, snap, "end of the tree")
+    # Later additions, each followed by a seal of its own; an older snapshot just ends.
+    if rd.remaining:
+        z = rd.parse("digest zxid", Int64sb)
+        version = rd.parse("digest version", Int32sb)
+        # DataTree.ZxidDigest.deserialize: before version 2 the digest was a hex string.
+        if version < 2:
+            text = rd.parse("digest", JuteString)
+            digest = int(text, 16) if text else 0
+        else:
+            digest = rd.parse("digest", Int64sb)
+        snap.digest = (z, version, digest)
+        _check_seal(rd, snap, "digest")
+    if rd.remaining:
+        snap.last_processed_zxid = rd.parse("last processed zxid", Int64sb)
+        _check_seal(rd, snap, "last processed zxid")
+    if rd.remaining:
+        raise ZkFormatError(f"{path.name}: {rd.remaining} unexpected bytes after offset "
+                            f"{rd.offset}")
+    return snap
+
+
+def _read_acl_cache(rd: _Reader) -> dict[int, AclTuple]:
+    n = rd.parse("ACL cache size", Int32sb)
+    if n < 0 or n * 12 > rd.remaining:
+        raise ZkFormatError(f"{rd.name}: impossible ACL cache size {n}")
+    acls: dict[int, AclTuple] = {}
+    entry = _fast(AclCacheEntry)
+    for _ in range(n):
+        e = rd.parse("ACL cache entry", entry)
+        acls[e.id] = intern_acl(tuple((a.perms, a.scheme, a.id) for a in e.acls or ()))
+    return acls
+
+
+def _read_nodes(rd: _Reader, snap: ZkSnapshot, progress) -> None:
+    """The node loop, the one hot part of a snapshot (a million nodes is common): a struct
+    port of `JuteString` + `NodeRecord`, kept equal to them by tests/store/test_zkformat.py."""
+    buf = rd.buf
+    end = len(buf)
+    off = rd.offset
+    acls = snap.acls
+    nodes = snap.nodes
+    unpack_int = _INT.unpack_from
+    unpack_stat = _STAT.unpack_from
+    stat_bytes = _STAT.size
+    next_report = off + _PROGRESS_BYTES
+    try:
+        while True:
+            at = off
+            (n,) = unpack_int(buf, off)
+            off += 4
+            if n < 0 or off + n > end:
+                raise ZkFormatError(f"{rd.name}: node path of length {n} at offset {at} "
+                                    f"(file has {end} bytes)")
+            raw = buf[off : off + n]
+            off += n
+            if raw == b"/":  # DataTree.serializeNodes: "/" marks the end of the nodes
+                break
+            path = raw.decode("ascii") if raw.isascii() else java_utf8_decode(raw)
+            (n,) = unpack_int(buf, off)
+            off += 4
+            if n == -1:
+                data = None
+            elif n < 0 or off + n > end:
+                raise ZkFormatError(f"{rd.name}: node {path or '/'}: data of length {n} at "
+                                    f"offset {off - 4} (file has {end} bytes)")
+            else:
+                data = buf[off : off + n]
+                off += n
+            (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
+             pzxid) = unpack_stat(buf, off)
+            off += stat_bytes
+            if ref == OPEN_UNSAFE_ACL_ID:
+                acl = OPEN_ACL_UNSAFE
+            else:
+                acl = acls.get(ref)
+                if acl is None:  # ReferenceCountedACLCache.convertLong fails the same way
+                    raise ZkFormatError(f"{rd.name}: node {path or '/'} refers to ACL {ref}, "
+                                        "which is not in the snapshot's ACL cache")
+            nodes.append(ZkNode(path or "/", data, acl, czxid, mzxid, ctime, mtime, version,
+                                cversion, aversion, owner, pzxid))
+            if progress is not None and off >= next_report:
+                progress(off, end)
+                next_report = off + _PROGRESS_BYTES
+    except struct.error:
+        raise ZkFormatError(f"{rd.name}: snapshot ends inside the node at offset {at} "
+                            "(truncated)") from None
+    rd.stream.seek(off)
+    if progress is not None:
+        progress(off, end)
+
+
+def _check_seal(rd: _Reader, snap: ZkSnapshot, what: str) -> None:
+    at = rd.offset
+    expected = rd.adler32(at)
+    seal = rd.parse(f"seal after the {what}", _fast(Seal))
+    if seal.checksum != expected:
+        raise ZkFormatError(f"{rd.name}: checksum after the {what} (offset {at}) is "
+                            f"0x{seal.checksum & 0xFFFFFFFFFFFFFFFF:x}, the content's Adler32 "
+                            f"is 0x{expected:x}: the snapshot is corrupt")
+    snap.sealed.append(at)
+
+
+# -- txn logs -----------------------------------------------------------------------------
+
+
+@dataclass
+class ZkLogRecord:
+    offset: int  # of the record's checksum in the file
+    txn_bytes: bytes  # TxnHeader + record [+ TxnDigest]
+
+
+@dataclass
+class ZkLogFile:
+    path: Path
+    dbid: int
+    records: list[ZkLogRecord]
+    end_offset: int  # where reading stopped
+    end_reason: str  # "eof", "padding" or "partial record"
+
+
+def read_log_file(path: Path) -> ZkLogFile:
+    """Every complete record of one log file, in file order (FileTxnIterator.next)."""
+    path = Path(path)
+    rd = _Reader(path.name, path.read_bytes())
+    hdr = rd.parse("file header", _fast(FileHeader))
+    if hdr.magic != TXNLOG_MAGIC:
+        raise ZkFormatError(f"{path.name}: magic 0x{hdr.magic & 0xFFFFFFFF:08x} is not ZKLG")
+    if hdr.version != FILE_FORMAT_VERSION:
+        raise ZkFormatError(f"{path.name}: file format version {hdr.version}, expected 2")
+    records: list[ZkLogRecord] = []
+    head = _fast(LogRecordHead)
+    buf = rd.buf
+    while True:
+        at = rd.offset
+        if rd.remaining < LogRecordHead.sizeof():
+            return ZkLogFile(path, hdr.dbid, records, at, "eof" if not rd.remaining
+                             else "partial record")
+        h = rd.parse("record head", head)
+        if h.length == 0:  # preallocated zeros: Util.readTxnBytes' "empty transaction"
+            return ZkLogFile(path, hdr.dbid, records, at, "padding")
+        if h.length < 0:
+            raise ZkFormatError(f"{path.name}: record at offset {at} has length {h.length}")
+        start = rd.offset
+        if start + h.length + 1 > len(buf) or buf[start + h.length] != END_OF_RECORD:
+            # Util.readTxnBytes: EOF inside the record, or no 'B' after it: the last
+            # transaction was partial; ZooKeeper stops reading this file there.
+            return ZkLogFile(path, hdr.dbid, records, at, "partial record")
+        txn_bytes = buf[start : start + h.length]
+        crc = zlib.adler32(txn_bytes)
+        if h.checksum != crc:
+            raise ZkFormatError(_crc_message(path.name, at, txn_bytes, h.checksum, crc))
+        records.append(ZkLogRecord(at, txn_bytes))
+        rd.stream.seek(start + h.length + 1)
+
+
+def _crc_message(name: str, at: int, txn_bytes: bytes, stored: int, actual: int) -> str:
+    try:
+        hdr, _ = r.TxnHeader.decode(txn_bytes, 0)
+        which = f" (txn zxid 0x{hdr.zxid:x}, if its header can be trusted)"
+    except JuteError:
+        which = ""
+    return (f"{name}: record at offset {at}{which} fails its Adler32 checksum "
+            f"(stored 0x{stored & 0xFFFFFFFFFFFFFFFF:x}, computed 0x{actual:x}): "
+            "the log is corrupt (FileTxnLog's CRC check fails here too)")
+
+
+def decode_zk_txn(txn_bytes: bytes) -> Txn:
+    """SerializeUtils.deserializeTxn into a Txn that DataTree.apply takes. reconfig carries
+    a SetDataTxn on /zookeeper/config and is applied as the setData it is; a pre-3.3
+    create without parentCVersion (CreateTxnV0) becomes a CreateTxn with -1."""
+    try:
+        hdr, off = r.TxnHeader.decode(txn_bytes, 0)
+        if hdr.type == OpCode.RECONFIG:
+            body, _ = r.SetDataTxn.decode(txn_bytes, off)
+            return Txn(r.TxnHeader(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, OpCode.SET_DATA),
+                       body)
+        try:
+            return decode_txn(txn_bytes)
+        except JuteError:
+            if hdr.type != OpCode.CREATE:
+                raise
+            v0, _ = r.CreateTxnV0.decode(txn_bytes, off)
+            return Txn(hdr, r.CreateTxn(v0.path, v0.data, v0.acl, v0.ephemeral, -1))
+    except JuteError as e:
+        raise ZkFormatError(f"undecodable txn: {e}") from None
+
+
+@dataclass
+class ZkLogEntry:
+    file: Path
+    offset: int
+    txn: Txn
+
+
+def iter_log(log_dir: Path, after_zxid: int = -1) -> Iterator[ZkLogEntry]:
+    """Every txn with zxid > after_zxid across the log files, in file order."""
+    for _, path in logs_from(log_dir, after_zxid + 1):
+        lf = read_log_file(path)
+        for rec in lf.records:
+            try:
+                txn = decode_zk_txn(rec.txn_bytes)
+            except ZkFormatError as e:
+                raise ZkFormatError(f"{path.name}: record at offset {rec.offset}: {e}") from None
+            if txn.zxid > after_zxid:
+                yield ZkLogEntry(path, rec.offset, txn)
+
+
+# -- building files (tests, and the round trip that proves the parser) --------------------
+
+
+def build_log_record(txn_bytes: bytes) -> bytes:
+    return (LogRecordHead.build({"checksum": zlib.adler32(txn_bytes), "length": len(txn_bytes)})
+            + txn_bytes + bytes([END_OF_RECORD]))
+
+
+def build_log_file(records: list[bytes], dbid: int = 0, padding_bytes: int = 0) -> bytes:
+    out = FileHeader.build({"magic": TXNLOG_MAGIC, "version": FILE_FORMAT_VERSION, "dbid": dbid})
+    out += b"".join(build_log_record(t) for t in records)
+    return out + bytes(padding_bytes)
+
+
+def build_snapshot(sessions: dict[int, int], acls: dict[int, AclTuple],
+                   nodes: list[tuple[str, bytes | None, int, dict]],
+                   digest: tuple[int, int, int] | None = None, dbid: int = 0) -> bytes:
+    """A ZooKeeper snapshot stream (uncompressed): nodes are (path, data, acl id, stat
+    fields), root first with path "" as ZooKeeper writes it."""
+    out = bytearray(FileHeader.build({"magic": SNAP_MAGIC, "version": FILE_FORMAT_VERSION,
+                                      "dbid": dbid}))
+    out += Int32sb.build(len(sessions))
+    for sid, timeout in sessions.items():
+        out += Session.build({"id": sid, "timeout": timeout})
+    out += Int32sb.build(len(acls))
+    for ref, acl in acls.items():
+        out += AclCacheEntry.build({"id": ref, "count": len(acl), "acls": [
+            {"perms": p, "scheme": s, "id": i} for p, s, i in acl]})
+    for path, data, ref, stat in nodes:
+        out += JuteString.build(path)
+        out += NodeRecord.build({"data": data, "acl": ref, "stat": stat})
+    out += JuteString.build("/")
+    out += Seal.build({"checksum": zlib.adler32(out), "path": "/"})
+    if digest is not None:
+        out += Int64sb.build(digest[0]) + Int32sb.build(digest[1]) + Int64sb.build(digest[2])
+        out += Seal.build({"checksum": zlib.adler32(out), "path": "/"})
+    return bytes(out)
