@@ -1,9 +1,9 @@
 """A tour of the classic recipes: counter, semaphore, read/write lock, double barrier, work
-queue and group membership, each in a few lines.
+queue and group membership, each in a few lines."""
 
-    scripts/run &
-    .venv/bin/python examples/classic_recipes.py [--hosts H]
-"""
+# Usage:
+#     scripts/run &
+#     .venv/bin/python examples/classic_recipes.py [--hosts H]
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """A job runner that fences its writes: runners take turns holding a FencedLock, and the
-result store accepts a write only with a token at least as new as any it has seen.
+result store accepts a write only with a token at least as new as any it has seen."""
 
-    scripts/run &                                  # a server on 127.0.0.1:2181
-    .venv/bin/python examples/fenced_job_runner.py [--hosts H] [--runners 3] [--jobs 9]
-
-Each runner has its own ZooKeeper session, as separate processes would. The last step
-replays a write with a token from an earlier turn (what a runner that paused through its
-session timeout would send) and shows the store rejecting it.
-"""
+# Usage:
+#     scripts/run &                                  # a server on 127.0.0.1:2181
+#     .venv/bin/python examples/fenced_job_runner.py [--hosts H] [--runners 3] [--jobs 9]
+#
+# Each runner has its own ZooKeeper session, as separate processes would. The last step
+# replays a write with a token from an earlier turn (what a runner that paused through its
+# session timeout would send) and shows the store rejecting it.
 
 from __future__ import annotations
 

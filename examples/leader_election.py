@@ -1,9 +1,9 @@
 """Leader election with epochs: candidates take turns leading; each leader fences what it
-writes with its epoch, so a deposed leader's late write is rejected.
+writes with its epoch, so a deposed leader's late write is rejected."""
 
-    scripts/run &
-    .venv/bin/python examples/leader_election.py [--hosts H] [--candidates 3]
-"""
+# Usage:
+#     scripts/run &
+#     .venv/bin/python examples/leader_election.py [--hosts H] [--candidates 3]
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Kleppmann's scenario, for real: a lock holder process is frozen (SIGSTOP) past its session
-timeout, another client takes the lock, the frozen one wakes up and writes. Linux/macOS.
+timeout, another client takes the lock, the frozen one wakes up and writes. Linux/macOS."""
 
-    scripts/run &
-    .venv/bin/python examples/pause_demo.py [--hosts H]
-
-The storage service runs in this process; the first holder is a child process. Takes
-about two session timeouts (4 s each with scripts/run's tickTime of 2 s).
-"""
+# Usage:
+#     scripts/run &
+#     .venv/bin/python examples/pause_demo.py [--hosts H]
+#
+# The storage service runs in this process; the first holder is a child process. Takes
+# about two session timeouts (4 s each with scripts/run's tickTime of 2 s).
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Service discovery: two instances register (ephemeral, with a JSON payload), a client
-watches the set, and one instance dies.
+watches the set, and one instance dies."""
 
-    scripts/run &
-    .venv/bin/python examples/service_discovery.py [--hosts H]
-"""
+# Usage:
+#     scripts/run &
+#     .venv/bin/python examples/service_discovery.py [--hosts H]
 
 from __future__ import annotations
 

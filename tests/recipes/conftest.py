@@ -1,9 +1,8 @@
 """Servers and clients for the recipe tests: each test runs against zkcompat and against a
-real ZooKeeper (so a failure on zkcompat alone is known to be the server's).
+real ZooKeeper (so a failure on zkcompat alone is known to be the server's)."""
 
-ZKCOMPAT_RECIPES_SERVERS=zkcompat (or zookeeper) narrows the list; ZKCOMPAT_RECIPES_HOSTS=
-"h1:p1,h2:p2" runs every test against that connect string instead (an ensemble already up).
-"""
+# ZKCOMPAT_RECIPES_SERVERS=zkcompat (or zookeeper) narrows the list; ZKCOMPAT_RECIPES_HOSTS=
+# "h1:p1,h2:p2" runs every test against that connect string instead (an ensemble already up).
 
 from __future__ import annotations
 

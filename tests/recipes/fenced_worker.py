@@ -1,6 +1,5 @@
-"""A lock holder in its own process, for the fault test: acquires a FencedLock, writes to the
-ledger service, then writes whatever stdin asks for with the token it got at acquisition
-(as a process that paused mid-work would). Prints one line per step."""
+"""The lock holder process of the fault test: acquires a FencedLock, then writes to the ledger
+service with that token whenever stdin says so (as a holder that paused mid-work would)."""
 
 from __future__ import annotations
 

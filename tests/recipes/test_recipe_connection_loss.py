@@ -1,8 +1,7 @@
-"""Writes whose reply is lost: the recipes neither duplicate them nor report them wrongly.
+"""Writes whose reply is lost: the recipes neither duplicate them nor report them wrongly."""
 
-The loss is injected in the client (the request reaches the server, the caller sees
-ConnectionLoss), which is the case a retry must get right.
-"""
+# The loss is injected in the client (the request reaches the server, the caller sees
+# ConnectionLoss), which is the case a retry must get right.
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""The fault the fencing exists for: a lock holder (its own process) is SIGSTOPped past its
-session timeout, another client takes the lock, and the paused holder wakes up and writes
-with its old token. The resource must reject that write and hold only the new holder's.
+"""The fault fencing exists for: a holder process SIGSTOPped past its session timeout wakes up
+after another took the lock, writes with its old token, and the resource rejects it."""
 
-Hosts come from the `hosts` fixture, so this runs unchanged against an ensemble.
-"""
+# Hosts come from the `hosts` fixture, so this runs unchanged against an ensemble.
 
 from __future__ import annotations
 

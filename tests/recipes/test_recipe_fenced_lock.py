@@ -202,3 +202,6 @@ def test_lost_when_node_is_deleted_under_the_holder(zk, base):
     wait_for(lambda: lock.state is LockState.LOST, what="lock lost")
     with pytest.raises(LockLost):
         lock.check()
+    again = lock.acquire(timeout=WAIT_S)  # the same object can take the lock again
+    assert again.token > sequencer.token and lock.check() == again
+    assert zk.get_children(path) == [again.node]

@@ -1,9 +1,8 @@
-"""No herd: with 100 waiters on one FencedLock, each release wakes exactly one waiter.
+"""No herd: with 100 waiters on one FencedLock, each release wakes exactly one waiter."""
 
-Notifications are counted where they enter each client (every watch event the server
-sends that session), not by the recipe itself, so a recipe that watched the lock's
-children would show up here as ~100 notifications per release.
-"""
+# Notifications are counted where they enter each client (every watch event the server
+# sends that session), not by the recipe itself, so a recipe that watched the lock's
+# children would show up here as ~100 notifications per release.
 
 from __future__ import annotations
 

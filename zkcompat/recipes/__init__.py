@@ -1,8 +1,7 @@
-"""Client-side recipes on kazoo: fenced locks and leader election, and the classic set.
+"""Client-side recipes on kazoo: fenced locks, leader election with epochs, and the classic set."""
 
-Everything here runs against any server that speaks the ZooKeeper protocol (zkcompat or
-Apache ZooKeeper). Where kazoo's recipe is already correct it is reused as is.
-"""
+# Everything here runs against any server that speaks the ZooKeeper protocol (zkcompat or
+# Apache ZooKeeper). Where kazoo's recipe is already correct it is reused as is.
 
 from zkcompat.recipes.barrier import Barrier, DoubleBarrier
 from zkcompat.recipes.counter import Counter

@@ -1,9 +1,8 @@
 """The queue under every lock and election here: ephemeral-sequential children of one znode,
-each contender watching only the nearest contender ahead of it that blocks it (no herd).
+each contender watching only the nearest contender ahead of it that blocks it (no herd)."""
 
-Node names follow kazoo's (`<uuid>__lock__<seq>`, `<uuid>__rlock__<seq>`), so kazoo's Lock,
-ReadLock, WriteLock and Election on the same path exclude ours and ours exclude theirs.
-"""
+# Node names follow kazoo's (`<uuid>__lock__<seq>`, `<uuid>__rlock__<seq>`), so kazoo's Lock,
+# ReadLock, WriteLock and Election on the same path exclude ours and ours exclude theirs.
 
 from __future__ import annotations
 

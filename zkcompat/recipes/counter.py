@@ -1,9 +1,8 @@
-"""A shared integer in one znode, changed only by compare-and-set on the znode's version.
+"""A shared integer in one znode, changed only by compare-and-set on the znode's version."""
 
-Unlike kazoo's Counter, an increment is never retried blindly after a connection loss
-(that can apply it twice): the outcome is worked out from the znode, and reported as
-IndeterminateOutcome when it cannot be.
-"""
+# Unlike kazoo's Counter, an increment is never retried blindly after a connection loss
+# (that can apply it twice): the outcome is worked out from the znode, and reported as
+# IndeterminateOutcome when it cannot be.
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Fencing tokens: the Sequencer a lock holder carries, and FencedResource, the check a resource makes.
-
-A resource accepts a write only if its token is at least the highest token it has accepted
-for that object; that one rule is what makes a lock safe when its holder pauses.
-"""
+"""Fencing tokens: the Sequencer a lock holder carries, and FencedResource, the check a
+resource makes (accept a token only if it is at least the highest accepted so far)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""FencedLock and the fenced read/write lock: fair locks whose every acquisition hands out a
-Sequencer (a token that only grows), with Chubby's lock-delay and the holder's connection
-state surfaced as jeopardy (SUSPENDED) and lost (LOST).
-"""
+"""FencedLock and the fenced read/write lock: fair locks that hand each acquisition a growing
+token, with Chubby's lock-delay and the holder's jeopardy (SUSPENDED) and loss (LOST)."""
 
 from __future__ import annotations
 
@@ -178,6 +176,10 @@ class FencedLock:
         try:
             if self._state in (LockState.HELD, LockState.JEOPARDY):
                 raise RuntimeError(f"{self.path}: already held by this object (not re-entrant)")
+            if self._state is LockState.LOST:  # lost and never released: start afresh
+                self.client.remove_listener(self._on_connection_state)
+                self._queue.forget()
+                self._sequencer = None
             self._cancelled = False
             self._set_state(LockState.WAITING)
             try:
@@ -318,7 +320,8 @@ class FencedLock:
     def _become_holder(self, sequencer: Sequencer) -> None:
         with self._state_mutex:
             self._sequencer = sequencer
-            self._session_id = self.client.client_id[0] if self.client.client_id else None
+            assert self._queue.stat is not None
+            self._session_id = self._queue.stat.ephemeralOwner  # the session that owns the lock
             self._state = LockState.HELD
         self.client.add_listener(self._on_connection_state)
         self._dispatch(LockState.HELD)

@@ -1,7 +1,5 @@
-"""Group membership: members are ephemeral children of the group's znode, observers get a
-callback with the whole member list whenever it changes, and a member whose session
-expired joins again by itself once the client has a new session.
-"""
+"""Group membership: ephemeral members of a group znode, a callback with the member list on
+every change, and re-joining by itself after a session expiry."""
 
 from __future__ import annotations
 

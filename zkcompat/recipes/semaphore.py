@@ -1,9 +1,8 @@
-"""Semaphore with N permits: kazoo's recipe, reused as is, behind a typed, documented front.
+"""Semaphore with N permits: kazoo's recipe, reused as is, behind a typed, documented front."""
 
-kazoo's Semaphore is correct and herd-free: contenders queue on a fair lock beside the
-lease pool, and only that lock's holder watches the pool's children, so a freed permit
-wakes one contender. A holder's permit is an ephemeral node: it goes with its session.
-"""
+# kazoo's Semaphore is correct and herd-free: contenders queue on a fair lock beside the
+# lease pool, and only that lock's holder watches the pool's children, so a freed permit
+# wakes one contender. A holder's permit is an ephemeral node: it goes with its session.
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """A reliable work queue: an item stays queued until the worker that claimed it completes it;
-a claim is an ephemeral node, so a dead worker's items go back to the queue by themselves.
+a claim is an ephemeral node, so a dead worker's items go back to the queue by themselves."""
 
-The layout is kazoo's LockingQueue's (`<path>/entries/entry-PPP-SEQ`, claims in
-`<path>/taken/`), so kazoo producers and consumers can share a queue with this one.
-"""
+# The layout is kazoo's LockingQueue's (`<path>/entries/entry-PPP-SEQ`, claims in
+# `<path>/taken/`), so kazoo producers and consumers can share a queue with this one.
 
 from __future__ import annotations
 
