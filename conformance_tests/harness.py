@@ -26,7 +26,8 @@ drops what legitimately differs between two correct servers:
   appearance (0 stays 0).
 - Strings under env.base become "<base>/...".
 - getChildren results are sorted: ZooKeeper promises no order.
-- Long byte strings become ("bytes", length, sha1 prefix).
+- Long byte strings become ("bytes", length, sha1 prefix); long strings keep
+  their head plus length and sha1 prefix.
 
 Watch events go to a per-scenario queue and enter the log at env.wait_events()
 (and at scenario end), grouped by watcher label in label-creation order and
@@ -58,6 +59,7 @@ SCENARIO_TIMEOUT_S = 60  # per scenario, both sides; pytest-timeout enforces it
 CALL_TIMEOUT_S = 10.0  # one client call; a hung server must not hang the suite
 EVENT_SETTLE_S = 0.2  # after the expected events, wait this long for extra ones
 LONG_BYTES = 64  # byte strings longer than this are logged as (length, digest)
+LONG_STRING = 300  # strings longer than this are logged as head + (length, digest)
 TIME_SLACK_MS = 10_000  # ctime/mtime must be within the run's wall clock +- this
 BASE_ROOT = "/conformance"
 BASE_TOKEN = "<base>"
@@ -400,7 +402,11 @@ class Normaliser:
         if isinstance(v, BaseException):
             return ("error", type(v).__name__, getattr(v, "code", None))
         if isinstance(v, str):
-            return self.path(v)
+            v = self.path(v)
+            if len(v) > LONG_STRING:  # keeps a diff readable; the digest still compares
+                digest = hashlib.sha1(v.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+                return f"{v[:60]}...<{len(v)} chars, sha1 {digest}>"
+            return v
         if isinstance(v, (bytes, bytearray)):
             v = bytes(v)
             if len(v) > LONG_BYTES:

@@ -158,3 +158,55 @@ def multi_set_data_results(env):
     t.create(env.base + "/n/c", b"")
     env.call("commit", t.commit)
     env.call("n", zk.get, env.base + "/n")
+
+
+@scenario
+def multi_delete_and_recreate(env):
+    """Delete and recreate one node in a multi: the new node's czxid is the multi's zxid."""
+    zk = env.client()
+    zk.create(env.base + "/n", b"old")
+    zk.set(env.base + "/n", b"older")
+    t = zk.transaction()
+    t.delete(env.base + "/n", version=1)
+    t.create(env.base + "/n", b"new")
+    t.set_data(env.base + "/n", b"newer", version=0)
+    env.call("commit", t.commit)
+    env.call("n", zk.get, env.base + "/n")
+    env.call("parent", zk.exists, env.base)
+
+
+@scenario
+def multi_delete_parent_then_create_child(env):
+    """Ops see the multi's own earlier ops: a child under a just-deleted parent is NoNode."""
+    zk = env.client()
+    zk.create(env.base + "/p", b"")
+    t = zk.transaction()
+    t.delete(env.base + "/p")
+    t.create(env.base + "/p/c", b"")
+    env.call("delete parent, create child", t.commit)
+    t = zk.transaction()
+    t.create(env.base + "/q", b"")
+    t.create(env.base + "/q/c", b"")
+    t.delete(env.base + "/q/c")
+    t.delete(env.base + "/q")
+    env.call("create and delete a subtree", t.commit)
+    env.call("p", zk.exists, env.base + "/p")
+    env.call("q", zk.exists, env.base + "/q")
+    env.call("parent", zk.exists, env.base)
+
+
+@scenario
+def multi_ephemerals_die_with_session(env):
+    """Ephemerals created by a multi belong to the session and go when it closes."""
+    owner = env.client()
+    other = env.client()
+    t = owner.transaction()
+    t.create(env.base + "/e1", b"", ephemeral=True)
+    t.create(env.base + "/e2", b"", ephemeral=True)
+    t.create(env.base + "/p", b"")
+    env.call("commit", t.commit)
+    env.call("e1 owner", other.exists, env.base + "/e1")
+    other.exists(env.base + "/e2", watch=env.watcher("e2"))
+    owner.stop()
+    env.wait_events(1)
+    env.call("children after close", other.get_children, env.base)
