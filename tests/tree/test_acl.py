@@ -49,3 +49,14 @@ def test_fixup_expands_auth_and_rejects_bad_ids():
 def test_fixup_removes_duplicates_and_interns():
     a = fixup_acl("/p", [r.ACL(31, r.Id("world", "anyone"))] * 2, [])
     assert a is OPEN_ACL_UNSAFE
+
+
+def test_auth_ids_iterate_in_javas_concurrent_hash_map_order():
+    from zkcompat.tree.acl import java_auth_order
+
+    ids = [("ip", "127.0.0.1")] + [("digest", u) for u in
+                                   ["alice:AAA=", "bob:BBB=", "carol:x", "dave:y", "eve:zz"]]
+    # Printed by Java 17 iterating Collections.newSetFromMap(new ConcurrentHashMap<>()) of Ids.
+    assert java_auth_order(ids) == [
+        ("digest", "alice:AAA="), ("digest", "carol:x"), ("digest", "bob:BBB="),
+        ("digest", "eve:zz"), ("ip", "127.0.0.1"), ("digest", "dave:y")]

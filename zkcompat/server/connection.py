@@ -44,8 +44,14 @@ REQUEST_RECORD = {
     OpCode.REMOVE_WATCHES: r.RemoveWatchesRequest,
     OpCode.GET_EPHEMERALS: r.GetEphemeralsRequest,
     OpCode.GET_ALL_CHILDREN_NUMBER: r.GetAllChildrenNumberRequest,
+    OpCode.RECONFIG: r.ReconfigRequest,
 }
 NO_BODY_OPS = frozenset((OpCode.PING, OpCode.CLOSE_SESSION, OpCode.WHO_AM_I))
+# Writes whose unparseable body still becomes an ErrorTxn with a zxid of its own.
+MARSHALLED_WRITES = frozenset((
+    OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
+    OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK, OpCode.MULTI,
+))
 MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
 
 # Frames a client may pipeline after its ConnectRequest, before the session exists.
@@ -270,6 +276,7 @@ class Connection(asyncio.Protocol):
         xid = hdr.xid
         cls = REQUEST_RECORD.get(op)
         record = None
+        is_write = None
         try:
             if cls is not None:
                 record, _ = cls.decode(payload, off)
@@ -278,21 +285,29 @@ class Connection(asyncio.Protocol):
             elif op == OpCode.AUTH:
                 self._on_auth(xid, payload, off)
                 return
+            elif op == OpCode.SASL:
+                self.close("SASL authentication is not supported")
+                return
+            elif op == OpCode.CREATE_SESSION:
+                # Only the handshake creates sessions; ZooKeeper's prep cannot parse this.
+                raise JuteError("createSession is not a client request")
             elif op not in NO_BODY_OPS:
                 self._unimplemented(xid, op)
                 return
         except JuteError as e:
-            # A body we cannot parse gets MARSHALLINGERROR in the session's order (as
-            # ZooKeeper's request processors answer an IOException), not a dead connection.
+            # An unparseable body gets MARSHALLINGERROR in the session's order, as ZooKeeper's
+            # processors answer an IOException; the connection lives on. A write still takes a
+            # zxid (ZooKeeper 3.8's prep assigns it before it deserialises), reconfig does not.
             log.info("event=marshalling_error session=0x%x op=%d reason=%r",
                      session.session_id, op, str(e))
-            req = Request(session.session_id, xid, OpCode.SYNC, None, self, self.auth_ids)
-            pipeline.submit(session, req)
+            record = None
+            is_write = op in MARSHALLED_WRITES
+        if op == OpCode.CLOSE_SESSION and session.closing:
             return
-        if op == OpCode.CLOSE_SESSION:
-            if session.closing:
-                return
-        pipeline.submit(session, Request(session.session_id, xid, op, record, self, self.auth_ids))
+        req = Request(session.session_id, xid, op, record, self, self.auth_ids)
+        if is_write is not None:
+            req.is_write = is_write
+        pipeline.submit(session, req)
         if len(session.queue) >= self.server.config.outstanding_requests_max:
             self._pause_reading()
 
@@ -320,8 +335,8 @@ class Connection(asyncio.Protocol):
 
     def _unimplemented(self, xid: int, op: int) -> None:
         log.warning("event=unknown_op op=%d remote=%s action=close", op, self.remote)
-        self.send(encode_reply(xid, self.pipeline.tree.last_processed_zxid, Code.UNIMPLEMENTED,
-                               None))
+        # UnimplementedRequestProcessor answers with the request's zxid, which is unset (-1).
+        self.send(encode_reply(xid, -1, Code.UNIMPLEMENTED, None))
         self.close_after_flush(f"unknown op code {op}")
 
     def _four_letter_word(self, cmd: str) -> None:

@@ -12,7 +12,7 @@ import time
 from collections import deque
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import Code, OpCode
+from zkcompat.jute.constants import PING_XID, Code, OpCode
 from zkcompat.jute.multi import encode_multi_response
 from zkcompat.jute.reply import encode_reply
 from zkcompat.server.prep import Prep
@@ -199,11 +199,11 @@ class Pipeline:
             return None
         zxid = self.tree.last_processed_zxid
         if req.type == OpCode.PING:
-            return encode_reply(req.xid, zxid, 0, None)
+            return encode_reply(PING_XID, zxid, 0, None)  # whatever xid the client used
         if req.type == OpCode.AUTH:
             return encode_reply(req.xid, 0, req.record, None)  # result decided at receipt
         try:
-            if req.record is None and req.type != OpCode.WHO_AM_I or req.has_null_path():
+            if req.record is None and req.type != OpCode.WHO_AM_I or req.has_npe_path():
                 # ZooKeeper answers an undecodable body or a null path with MARSHALLINGERROR.
                 raise KeeperError(Code.MARSHALLINGERROR)
             body = READ[req.type](self, req, req.record, req.cnxn)

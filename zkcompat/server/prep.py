@@ -134,8 +134,8 @@ class Prep:
         hdr = r.TxnHeader(req.session_id, req.xid, zxid, self._now_ms(), req.type)
         pending: list[ChangeRecord] = []
         try:
-            if req.has_null_path():
-                # A null path throws inside ZooKeeper's prep; it answers MARSHALLINGERROR.
+            if req.record is None and req.type != OpCode.CLOSE_SESSION or req.has_npe_path():
+                # An unparseable body or a null path throws inside ZooKeeper's prep.
                 raise KeeperError(Code.MARSHALLINGERROR)
             if req.type == OpCode.MULTI:
                 body = self._prep_multi(req, zxid, pending)
@@ -337,6 +337,10 @@ class Prep:
         check_acl(node.acl, Perms.READ, req.auth_ids)
         return r.CheckVersionTxn(path, _next_version(node.version, rec.version, path))
 
+    def prep_reconfig(self, req, rec, op_type, zxid, pending):
+        # reconfigEnabled is off: dynamic reconfiguration arrives with replication.
+        raise KeeperError(Code.RECONFIGDISABLED)
+
     def prep_create_session(self, req, rec, op_type, zxid, pending):
         return rec  # a CreateSessionTxn built by the connection at the handshake
 
@@ -381,6 +385,7 @@ PREP = {
     OpCode.SET_DATA: Prep.prep_set_data,
     OpCode.SET_ACL: Prep.prep_set_acl,
     OpCode.CHECK: Prep.prep_check,
+    OpCode.RECONFIG: Prep.prep_reconfig,
     OpCode.CREATE_SESSION: Prep.prep_create_session,
     OpCode.CLOSE_SESSION: Prep.prep_close_session,
 }

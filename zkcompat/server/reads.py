@@ -6,7 +6,7 @@ checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, Perms, WatcherType
-from zkcompat.tree.acl import acl_to_records, check_acl
+from zkcompat.tree.acl import acl_to_records, check_acl, java_auth_order
 from zkcompat.tree.errors import KeeperError
 
 
@@ -101,7 +101,8 @@ def _user_name(scheme: str, ident: str) -> str | None:
 
 
 def read_who_am_i(server, req, rec, cnxn):
-    return r.WhoAmIResponse([r.ClientInfo(s, _user_name(s, i)) for s, i in req.auth_ids])
+    return r.WhoAmIResponse([r.ClientInfo(s, _user_name(s, i))
+                             for s, i in java_auth_order(req.auth_ids)])
 
 
 def read_add_watch(server, req, rec, cnxn):

@@ -12,6 +12,9 @@ WRITE_OPS = frozenset((
 ))
 
 
+_VALIDATED_OPS = frozenset((OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK))
+
+
 class DeleteContainerRequest:
     """deleteContainer's body: the path as a jute buffer, not a ustring (DeleteContainerRequest)."""
 
@@ -49,12 +52,15 @@ class Request:
         self.reply: bytes | None = None
         self.is_write = type_ in WRITE_OPS
 
-    def has_null_path(self) -> bool:
-        """A path the client sent as null (-1): ZooKeeper throws on it (MARSHALLINGERROR)."""
+    def has_npe_path(self) -> bool:
+        """A null path where ZooKeeper dereferences it before validating (create, delete and
+        reads): it throws, and answers MARSHALLINGERROR. setData, setACL and check validate
+        it first and answer BADARGUMENTS instead."""
         rec = self.record
         if self.type in (OpCode.MULTI, OpCode.MULTI_READ):
-            return any(getattr(op, "path", "") is None for _, op in rec)
-        return getattr(rec, "path", "") is None
+            return any(t not in _VALIDATED_OPS and getattr(op, "path", "") is None
+                       for t, op in rec)
+        return self.type not in _VALIDATED_OPS and getattr(rec, "path", "") is None
 
     def __repr__(self) -> str:
         try:

@@ -37,6 +37,35 @@ READ_ACL_UNSAFE: AclTuple = intern_acl(((int(Perms.READ), "world", "anyone"),))
 SUPER_ID: AuthId = ("super", "")
 
 
+def _java_string_hash(s: str) -> int:
+    h = 0
+    raw = s.encode("utf-16-be", "surrogatepass")  # Java hashes UTF-16 code units
+    for i in range(0, len(raw), 2):
+        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _java_id_hash(scheme: str, ident: str) -> int:
+    """Id.hashCode as jute generates it: 37*(37*17 + scheme.hashCode()) + id.hashCode()."""
+    return (37 * ((37 * 17 + _java_string_hash(scheme)) & 0xFFFFFFFF)
+            + _java_string_hash(ident)) & 0xFFFFFFFF
+
+
+def java_auth_order(auth_ids: list[AuthId]) -> list[AuthId]:
+    """The order ZooKeeper iterates a connection's auth ids in: they live in a set backed by
+    a ConcurrentHashMap, so "auth" ACL expansion and whoAmI list them by hash bin (ties in
+    insertion order), not in the order the client authenticated."""
+    size = 16
+    while len(auth_ids) >= size - (size >> 2):  # sizeCtl: resize at 3/4 full
+        size <<= 1
+
+    def bin_of(item: tuple[int, AuthId]) -> tuple[int, int]:
+        h = _java_id_hash(*item[1])
+        return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (size - 1), item[0]
+
+    return [a for _, a in sorted(enumerate(auth_ids), key=bin_of)]
+
+
 def digest_id(user_password: str) -> str:
     """DigestAuthenticationProvider.generateDigest: user:base64(sha1("user:password"))."""
     user = user_password.split(":", 1)[0]
@@ -120,7 +149,7 @@ def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
         elif scheme == "auth":
             # Expands to every authenticated id of the session; ip ids are not
             # "authenticated" in ZooKeeper's sense (IPAuthenticationProvider.isAuthenticated).
-            expanded = [(a.perms, s, i) for s, i in auth_ids if s == "digest"]
+            expanded = [(a.perms, s, i) for s, i in java_auth_order(auth_ids) if s == "digest"]
             if not expanded:
                 raise KeeperError(Code.INVALIDACL, path)
             out.extend(expanded)
