@@ -194,6 +194,21 @@ def test_lost_when_session_expires_and_next_holder_gets_higher_token(
         proxy.close()
 
 
+def test_jeopardy_turns_to_lost_without_a_connection(target, zk, make_client, base):
+    path = f"{base}/lock"
+    proxy = TcpProxy(target.hosts)
+    try:
+        client = make_client(timeout=1.0, hosts=proxy.hosts)
+        lock = FencedLock(client, path)
+        old = lock.acquire(timeout=WAIT_S)
+        proxy.pause()  # and never resumed: kazoo cannot learn of the expiry from the server
+        wait_for(lambda: lock.state is LockState.JEOPARDY, what="jeopardy")
+        wait_for(lambda: lock.state is LockState.LOST, what="lost by the jeopardy timer")
+        assert FencedLock(zk, path).acquire(timeout=WAIT_S).token > old.token
+    finally:
+        proxy.close()
+
+
 def test_lost_when_node_is_deleted_under_the_holder(zk, base):
     path = f"{base}/lock"
     lock = FencedLock(zk, path)

@@ -35,11 +35,13 @@ class LeaderElection:
         identifier: str = "",
         lock_delay_s: float = 0.0,
         on_state_change: StateListener | None = None,
+        jeopardy_timeout_s: float | None = None,
     ) -> None:
         self.client = client
         self.path = path.rstrip("/")
         self.identifier = identifier
-        self._lock = FencedLock(client, self.path, identifier, lock_delay_s, on_state_change)
+        self._lock = FencedLock(client, self.path, identifier, lock_delay_s, on_state_change,
+                                jeopardy_timeout_s)
 
     @property
     def state(self) -> LockState:

@@ -97,7 +97,9 @@ class FencedLock:
     The holder's connection is surfaced as `state`: JEOPARDY while kazoo is SUSPENDED (pause
     the work: the lock may be gone), HELD again once the connection is back and our node is
     still there, LOST when the session expired or the node vanished (stop: the token is
-    stale). `check()` raises LockInJeopardy or LockLost; `on_state_change(lock, state)` is
+    stale). kazoo learns of an expiry only when it reconnects, so JEOPARDY also turns into
+    LOST after `jeopardy_timeout_s` (default: the requested session timeout) without a
+    connection: by then the server has expired the session (Chubby's grace period). `check()` raises LockInJeopardy or LockLost; `on_state_change(lock, state)` is
     called on kazoo's callback thread after every change. Not re-entrant; one acquisition
     at a time per object.
     """
@@ -113,6 +115,7 @@ class FencedLock:
         identifier: str = "",
         lock_delay_s: float = 0.0,
         on_state_change: StateListener | None = None,
+        jeopardy_timeout_s: float | None = None,
     ) -> None:
         if not 0 <= lock_delay_s <= LOCK_DELAY_MAX_S:
             raise ValueError(f"lock_delay_s must be within 0..{LOCK_DELAY_MAX_S}")
@@ -120,6 +123,14 @@ class FencedLock:
         self.path = path.rstrip("/")
         self.identifier = identifier
         self.lock_delay_s = lock_delay_s
+        # kazoo keeps the requested timeout, not the negotiated one; either way, SUSPENDED
+        # comes 2/3 of a timeout after the server last heard from us, so this timer ends
+        # after the server's expiry unless the server granted a longer timeout.
+        self.jeopardy_timeout_s = (
+            jeopardy_timeout_s if jeopardy_timeout_s is not None
+            else client._session_timeout / 1000.0
+        )
+        self._jeopardy_generation = 0
         self._listeners: list[StateListener] = [on_state_change] if on_state_change else []
         self._queue = ContenderQueue(
             client, self.path, self.kind, self.blocking_kinds, identifier.encode("utf-8")
@@ -351,13 +362,26 @@ class FencedLock:
     def _on_connection_state(self, state: str) -> bool | None:
         # Runs on kazoo's connection thread: change state, never block.
         if state == KazooState.SUSPENDED:
-            self._transition({LockState.HELD}, LockState.JEOPARDY)
+            if self._transition({LockState.HELD}, LockState.JEOPARDY):
+                self._start_jeopardy_timer()
         elif state == KazooState.LOST:
             self._transition({LockState.HELD, LockState.JEOPARDY}, LockState.LOST)
             return True  # the listener is done
         elif state == KazooState.CONNECTED and self._state is LockState.JEOPARDY:
             self.client.handler.dispatch_callback(Callback("lock", self._verify_after_reconnect, ()))
         return None
+
+    def _start_jeopardy_timer(self) -> None:
+        self._jeopardy_generation += 1
+        timer = threading.Timer(
+            self.jeopardy_timeout_s, self._jeopardy_expired, (self._jeopardy_generation,)
+        )
+        timer.daemon = True
+        timer.start()
+
+    def _jeopardy_expired(self, generation: int) -> None:
+        if generation == self._jeopardy_generation:  # not a timer from an earlier jeopardy
+            self._transition({LockState.JEOPARDY}, LockState.LOST)
 
     def _verify_after_reconnect(self) -> None:
         """Back from SUSPENDED with, kazoo says, the same session: HELD if our node is still
@@ -382,12 +406,13 @@ class FencedLock:
         with self._state_mutex:
             self._state = state
 
-    def _transition(self, from_states: set[LockState], to: LockState) -> None:
+    def _transition(self, from_states: set[LockState], to: LockState) -> bool:
         with self._state_mutex:
             if self._state not in from_states:
-                return
+                return False
             self._state = to
         self._dispatch(to)
+        return True
 
     def _dispatch(self, state: LockState) -> None:
         # Listeners run on kazoo's single callback thread, so they see changes in order.
