@@ -966,6 +966,9 @@ def test_known_op_with_garbage_body(op, zookeeper, zkcompat, guard):
     with guard.check():
         zk, ours = both(zookeeper, zkcompat, send_then_ping, request(7, op, GARBAGE_BODY))
     assert zk == GARBAGE_BODY_EXPECTED[op], f"ZooKeeper itself answered {zk}"
+    if op == OP_DELETE_CONTAINER:  # deliberate.DELETE_CONTAINER_BUFFER: 3.9's wire format
+        assert ours == [("reply", 7, MARSHALLINGERROR, "")]
+        return
     assert ours == zk
 
 

@@ -71,13 +71,32 @@ def _int(key: str, value: str, minimum: int = 0) -> int:
     return n
 
 
-def _bool(key: str, value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "yes"):
-        return True
-    if v in ("false", "no"):
-        return False
-    raise ConfigError(f"{key}: {value!r} is not a boolean (true/false)")
+def _port(key: str, value: str) -> int:
+    n = _int(key, value, 0)
+    if n > 65535:
+        raise ConfigError(f"{key}: port {n} out of range (0-65535)")
+    return n
+
+
+_BOOLEAN_WORDS = ("true", "false", "yes", "no")
+
+
+def _boolean_word(key: str, value: str) -> str:
+    v = value.strip()
+    if v.lower() not in _BOOLEAN_WORDS:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(_BOOLEAN_WORDS)}")
+    return v
+
+
+def _java_boolean(key: str, value: str) -> bool:
+    """Boolean.parseBoolean, as ZooKeeper reads extendedTypesEnabled and enforceQuota:
+    "true" in any case is true, the other words false (a non-word is refused)."""
+    return _boolean_word(key, value).lower() == "true"
+
+
+def _force_sync(key: str, value: str) -> bool:
+    """ZooKeeper syncs unless zookeeper.forceSync is exactly "no" (FileTxnLog)."""
+    return _boolean_word(key, value) != "no"
 
 
 FOUR_LETTER_WORDS = frozenset(
@@ -87,7 +106,8 @@ FOUR_LETTER_WORDS = frozenset(
 
 
 def _whitelist(key: str, value: str) -> frozenset[str]:
-    words = {w.strip() for w in value.split(",") if w.strip()}
+    # srvr is always allowed (FourLetterCommands.resetWhiteList): `zkServer.sh status` uses it.
+    words = {w.strip() for w in value.split(",") if w.strip()} | {"srvr"}
     if "*" in words:
         return FOUR_LETTER_WORDS
     unknown = words - FOUR_LETTER_WORDS
@@ -100,7 +120,7 @@ def _whitelist(key: str, value: str) -> frozenset[str]:
 _KEYS = {
     "tickTime": ("tick_time_ms", lambda k, v: _int(k, v, 1)),
     "dataDir": ("data_dir", lambda k, v: Path(v.strip())),
-    "clientPort": ("client_port", lambda k, v: _int(k, v, 0)),
+    "clientPort": ("client_port", _port),
     "clientPortAddress": ("client_port_address", lambda k, v: v.strip()),
     "maxClientCnxns": ("max_client_cnxns", lambda k, v: _int(k, v, 0)),
     "minSessionTimeout": ("min_session_timeout_ms", lambda k, v: _int(k, v, -1)),
@@ -113,17 +133,17 @@ _KEYS = {
     "DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "zookeeper.DigestAuthenticationProvider.superDigest": ("super_digest", lambda k, v: v.strip()),
     "dataLogDir": ("data_log_dir", lambda k, v: Path(v.strip())),
-    "forceSync": ("force_sync", _bool),
-    "zookeeper.forceSync": ("force_sync", _bool),
+    "forceSync": ("force_sync", _force_sync),
+    "zookeeper.forceSync": ("force_sync", _force_sync),
     "snapCount": ("snap_count", lambda k, v: _int(k, v, 2)),
     "zookeeper.snapCount": ("snap_count", lambda k, v: _int(k, v, 2)),
     # ZooKeeper raises a retain count below 3 to 3 (DatadirCleanupManager).
     "autopurge.snapRetainCount": ("snap_retain_count", lambda k, v: max(3, _int(k, v, 1))),
     "autopurge.purgeInterval": ("purge_interval_hours", lambda k, v: _int(k, v, 0)),
-    "extendedTypesEnabled": ("extended_types_enabled", _bool),
-    "zookeeper.extendedTypesEnabled": ("extended_types_enabled", _bool),
-    "enforceQuota": ("enforce_quota", _bool),
-    "zookeeper.enforceQuota": ("enforce_quota", _bool),
+    "extendedTypesEnabled": ("extended_types_enabled", _java_boolean),
+    "zookeeper.extendedTypesEnabled": ("extended_types_enabled", _java_boolean),
+    "enforceQuota": ("enforce_quota", _java_boolean),
+    "zookeeper.enforceQuota": ("enforce_quota", _java_boolean),
     "znode.container.checkIntervalMs": ("container_check_interval_ms", lambda k, v: _int(k, v, 1)),
     "znode.container.maxPerMinute": ("container_max_per_minute", lambda k, v: _int(k, v, 1)),
     "znode.container.maxNeverUsedIntervalMs": (
@@ -137,18 +157,70 @@ _LATER = {
 }
 
 
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str):
+    """java.util.Properties: a line ending in an odd number of backslashes continues on the
+    next one, whose leading whitespace is dropped; comment lines start with # or !."""
+    pending = None
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f") if pending is not None else raw
+        if pending is None:
+            stripped = line.lstrip(" \t\f")
+            if not stripped or stripped[0] in "#!":
+                continue
+            line = stripped
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending = (pending or "") + line[:-1]
+            continue
+        yield (pending or "") + line
+        pending = None
+    if pending is not None:
+        yield pending
+
+
+def _unescape(s: str) -> str:
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\" or i + 1 == len(s):
+            out.append(c)
+            i += 1
+            continue
+        nxt = s[i + 1]
+        if nxt == "u":
+            digits = s[i + 2 : i + 6]
+            try:
+                out.append(chr(int(digits, 16)))
+            except ValueError:
+                raise ConfigError(f"malformed \\uxxxx escape in {s!r}") from None
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
 def parse_properties(text: str) -> dict[str, str]:
-    """The subset of java.util.Properties that zoo.cfg files use: key=value or key: value."""
+    """java.util.Properties.load: key and value split at the first unescaped '=', ':' or
+    whitespace; escapes and continuation lines as Java reads them. ZooKeeper then trims
+    both (QuorumPeerConfig.parseProperties)."""
     props: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        i = min((p for p in (line.find("="), line.find(":")) if p >= 0), default=-1)
-        if i < 0:
-            props[line] = ""
-            continue
-        props[line[:i].strip()] = line[i + 1 :].strip()
+    for line in _logical_lines(text):
+        i, n = 0, len(line)
+        while i < n and line[i] not in "=: \t\f":
+            i += 2 if line[i] == "\\" else 1
+        key = line[:i]
+        while i < n and line[i] in " \t\f":
+            i += 1
+        if i < n and line[i] in "=:":
+            i += 1
+        while i < n and line[i] in " \t\f":
+            i += 1
+        props[_unescape(key).strip()] = _unescape(line[i:]).strip()
     return props
 
 

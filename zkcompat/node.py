@@ -13,6 +13,7 @@ from zkcompat.server.connection import Connection
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
+from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
 from zkcompat.zab.peer import Peer, zxid_epoch
@@ -31,6 +32,7 @@ class ServerContext:
     connections: set = field(default_factory=set)
     admin: Admin | None = None
     loopmon: LoopMonitor = field(default_factory=LoopMonitor)
+    stats: ServerStats = field(default_factory=ServerStats)
 
 
 def build_standalone(config: Config) -> ServerContext:

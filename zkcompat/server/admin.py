@@ -1,16 +1,39 @@
-"""Four-letter words (ruok, srvr, stat, conf, envi, mntr, cons, wchs, isro), gated by
-4lw.commands.whitelist exactly as ZooKeeper gates them, in ZooKeeper's text formats."""
+"""Four-letter words, in ZooKeeper's text formats, gated by 4lw.commands.whitelist exactly as
+ZooKeeper gates them (srvr is always allowed: `zkServer.sh status` depends on it)."""
 
+import getpass
 import os
-import platform
+import resource
 import socket
-import sys
 import time
+from pathlib import Path
 
 import zkcompat
 from zkcompat.config import FOUR_LETTER_WORDS
+from zkcompat.server.stats import now_ms
 
-VERSION_LINE = f"3.9.0-zkcompat-{zkcompat.__version__}"
+VERSION_LINE = f"3.9.0-zkcompat-{zkcompat.__version__}, built on zkcompat"
+# ZooTrace's default trace mask (CLIENT_REQUEST | SERVER_PACKET | ... as ZooKeeper sets it).
+TRACE_MASK_DEFAULT = 306
+
+
+def _hex(v: int) -> str:
+    return f"0x{v & 0xFFFFFFFFFFFFFFFF:x}"
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def _java_date(ms: int) -> str:
+    return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(ms / 1000))
 
 
 class Admin:
@@ -20,10 +43,9 @@ class Admin:
 
     def is_four_letter_word(self, first4: bytes) -> bool:
         try:
-            cmd = first4.decode("ascii")
+            return first4.decode("ascii") in FOUR_LETTER_WORDS
         except UnicodeDecodeError:
             return False
-        return cmd in FOUR_LETTER_WORDS
 
     def four_letter_word(self, cmd: str, cnxn) -> str:
         if cmd not in self.server.config.four_letter_words:
@@ -33,18 +55,36 @@ class Admin:
             return f"{cmd} is not supported by this server yet.\n"
         return fn(self, cnxn)
 
-    # -- numbers shared by several commands -----------------------------------------
+    # -- what several commands share ---------------------------------------------------
 
-    def _counts(self):
-        p = self.server.pipeline
-        return {
-            "connections": len(self.server.connections),
-            "outstanding": sum(len(s.queue) for s in p.tracker.sessions.values()),
-            "zxid": p.tree.last_processed_zxid,
-            "nodes": len(p.tree.nodes),
-            "received": sum(c.stats["received"] for c in self.server.connections),
-            "sent": sum(c.stats["sent"] for c in self.server.connections),
-        }
+    @property
+    def _pipeline(self):
+        return self.server.pipeline
+
+    def _node_count(self) -> int:
+        return len(self._pipeline.tree.nodes) + 1  # ZooKeeper's map also holds "" for the root
+
+    def _outstanding(self) -> int:
+        return sum(len(s.queue) for s in self._pipeline.tracker.sessions.values())
+
+    def _connections(self):
+        return sorted(self.server.connections, key=lambda c: c.stats.established_ms)
+
+    def _server_summary(self) -> str:
+        st = self.server.stats
+        lat = st.latency
+        return (
+            f"Latency min/avg/max: {lat.min}/{lat.avg:.1f}/{lat.max}\n"
+            f"Received: {st.packets_received}\n"
+            f"Sent: {st.packets_sent}\n"
+            f"Connections: {len(self.server.connections)}\n"
+            f"Outstanding: {self._outstanding()}\n"
+            f"Zxid: 0x{self._pipeline.tree.last_processed_zxid:x}\n"
+            "Mode: standalone\n"
+            f"Node count: {self._node_count()}\n"
+        )
+
+    # -- the commands ------------------------------------------------------------------
 
     def ruok(self, cnxn) -> str:
         return "imok"
@@ -53,105 +93,180 @@ class Admin:
         return "rw"
 
     def srvr(self, cnxn) -> str:
-        c = self._counts()
-        return (
-            f"Zookeeper version: {VERSION_LINE}, built on zkcompat\n"
-            "Latency min/avg/max: 0/0.0/0\n"
-            f"Received: {c['received']}\n"
-            f"Sent: {c['sent']}\n"
-            f"Connections: {c['connections']}\n"
-            f"Outstanding: {c['outstanding']}\n"
-            f"Zxid: 0x{c['zxid']:x}\n"
-            "Mode: standalone\n"
-            f"Node count: {c['nodes']}\n"
-        )
+        return f"Zookeeper version: {VERSION_LINE}\n" + self._server_summary()
 
     def stat(self, cnxn) -> str:
-        lines = [f"Zookeeper version: {VERSION_LINE}, built on zkcompat", "Clients:"]
-        lines += [f" {_cons_line(c)}" for c in sorted(self.server.connections, key=id)]
-        srvr = self.srvr(cnxn).split("\n", 1)[1]
-        return "\n".join(lines) + "\n\n" + srvr
+        clients = "".join(f"{_connection_line(c, brief=True)}\n" for c in self._connections())
+        return (f"Zookeeper version: {VERSION_LINE}\nClients:\n{clients}\n"
+                + self._server_summary())
 
     def cons(self, cnxn) -> str:
-        return "".join(f" {_cons_line(c)}\n" for c in sorted(self.server.connections, key=id)) + "\n"
+        return "".join(f"{_connection_line(c, brief=False)}\n" for c in self._connections()) + "\n"
+
+    def crst(self, cnxn) -> str:
+        for c in self.server.connections:
+            c.stats.reset()
+        return "Connection stats reset.\n"
+
+    def srst(self, cnxn) -> str:
+        self.server.stats.reset()
+        return "Server stats reset.\n"
 
     def conf(self, cnxn) -> str:
         cfg = self.server.config
+        dd = self.server.datadir
+        data = dd.root.resolve()
+        logdir = dd.txnlog.path.parent.resolve()
         return (
             f"clientPort={cfg.client_port}\n"
-            f"secureClientPort=-1\n"
-            f"dataDir={cfg.data_dir.resolve()}\n"
-            f"dataDirSize=0\n"
-            f"dataLogDir={cfg.data_dir.resolve()}\n"
-            f"dataLogSize=0\n"
+            "secureClientPort=-1\n"
+            f"dataDir={data}\n"
+            f"dataDirSize={_dir_size(data)}\n"
+            f"dataLogDir={logdir}\n"
+            f"dataLogSize={_dir_size(logdir)}\n"
             f"tickTime={cfg.tick_time_ms}\n"
             f"maxClientCnxns={cfg.max_client_cnxns}\n"
             f"minSessionTimeout={cfg.min_session_timeout_ms}\n"
             f"maxSessionTimeout={cfg.max_session_timeout_ms}\n"
-            f"clientPortListenBacklog=-1\n"
+            "clientPortListenBacklog=-1\n"
             f"serverId={cfg.server_id}\n"
         )
 
+    def dirs(self, cnxn) -> str:
+        dd = self.server.datadir
+        return (f"datadir_size: {_dir_size(dd.root)}\n"
+                f"logdir_size: {_dir_size(dd.txnlog.path)}\n")
+
     def envi(self, cnxn) -> str:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "?"
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         env = [
             ("zookeeper.version", VERSION_LINE),
             ("host.name", socket.gethostname()),
-            ("python.version", sys.version.split()[0]),
-            ("python.implementation", platform.python_implementation()),
-            ("os.name", platform.system()),
-            ("os.arch", platform.machine()),
-            ("os.version", platform.release()),
+            ("os.name", os.uname().sysname),
+            ("os.arch", os.uname().machine),
+            ("os.version", os.uname().release),
+            ("user.name", user),
+            ("user.home", os.path.expanduser("~")),
             ("user.dir", os.getcwd()),
-            ("process.id", str(os.getpid())),
+            # A Python process has no JVM heap; report what it has: its peak resident size.
+            ("os.memory.free", "0MB"),
+            ("os.memory.max", f"{rss_mb}MB"),
+            ("os.memory.total", f"{rss_mb}MB"),
         ]
         return "Environment:\n" + "".join(f"{k}={v}\n" for k, v in env)
 
     def mntr(self, cnxn) -> str:
-        c = self._counts()
-        p = self.server.pipeline
+        p = self._pipeline
+        st = self.server.stats
+        try:
+            open_fds = len(os.listdir("/proc/self/fd"))
+        except OSError:
+            open_fds = -1
         rows = [
             ("zk_version", VERSION_LINE),
             ("zk_server_state", "standalone"),
-            ("zk_avg_latency", "0.0"),
-            ("zk_max_latency", "0"),
-            ("zk_min_latency", "0"),
-            ("zk_packets_received", c["received"]),
-            ("zk_packets_sent", c["sent"]),
-            ("zk_num_alive_connections", c["connections"]),
-            ("zk_outstanding_requests", c["outstanding"]),
-            ("zk_znode_count", c["nodes"]),
-            ("zk_watch_count", p.watches.count()),
             ("zk_ephemerals_count", sum(len(v) for v in p.tree.ephemerals.values())),
-            ("zk_approximate_data_size", sum(len(n.data or b"") + len(k)
-                                             for k, n in p.tree.nodes.items())),
+            ("zk_num_alive_connections", len(self.server.connections)),
+            ("zk_avg_latency", f"{st.latency.avg:.1f}"),
+            ("zk_outstanding_requests", self._outstanding()),
+            ("zk_znode_count", self._node_count()),
             ("zk_global_sessions", len(p.tracker.sessions)),
+            ("zk_packets_sent", st.packets_sent),
+            ("zk_packets_received", st.packets_received),
+            ("zk_watch_count", p.watches.count()),
+            ("zk_min_latency", st.latency.min),
+            ("zk_max_latency", st.latency.max),
+            ("zk_max_file_descriptor_count", resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+            ("zk_open_file_descriptor_count", open_fds),
+            ("zk_approximate_data_size",
+             sum(len(n.data or b"") + len(k) for k, n in p.tree.nodes.items())),
             ("zk_uptime", int((time.monotonic() - self.started) * 1000)),
+            ("zk_snap_count", 0 if self.server.snapshotter.last is None else 1),
         ]
         return "".join(f"{k}\t{v}\n" for k, v in rows)
 
     def wchs(self, cnxn) -> str:
-        p = self.server.pipeline
-        watchers = p.watches.watchers()
-        paths = p.watches.paths()
-        return (f"{len(watchers)} connections watching {len(paths)} paths\n"
-                f"Total watches:{p.watches.count()}\n")
+        # DataTree.dumpWatchesSummary reports the data watches only.
+        table = self._pipeline.watches.data.by_path
+        watchers = {w for modes in table.values() for w in modes}
+        total = sum(len(modes) for modes in table.values())
+        return f"{len(watchers)} connections watching {len(table)} paths\nTotal watches:{total}\n"
+
+    def wchc(self, cnxn) -> str:
+        by_session: dict[int, list[str]] = {}
+        for path, modes in self._pipeline.watches.data.by_path.items():
+            for w in modes:
+                sid = w.session.session_id if w.session is not None else 0
+                by_session.setdefault(sid, []).append(path)
+        return "".join(f"{_hex(sid)}\n" + "".join(f"\t{p}\n" for p in sorted(paths))
+                       for sid, paths in sorted(by_session.items()))
+
+    def wchp(self, cnxn) -> str:
+        out = []
+        for path, modes in sorted(self._pipeline.watches.data.by_path.items()):
+            out.append(f"{path}\n")
+            for w in modes:
+                out.append(f"\t{_hex(w.session.session_id if w.session is not None else 0)}\n")
+        return "".join(out)
+
+    def dump(self, cnxn) -> str:
+        p = self._pipeline
+        buckets: dict[int, list[int]] = {}
+        for s in p.tracker.sessions.values():
+            buckets.setdefault(s.expire_tick, []).append(s.session_id)
+        wall_offset = int(time.time() * 1000) - now_ms()
+        lines = ["SessionTracker dump:",
+                 f"Session Sets ({len(buckets)})/({len(p.tracker.sessions)}):"]
+        for tick, sids in sorted(buckets.items()):
+            lines.append(f"{len(sids)} expire at {_java_date(tick + wall_offset)}:")
+            lines += [f"\t{_hex(sid)}" for sid in sorted(sids)]
+        eph = {sid: paths for sid, paths in p.tree.ephemerals.items() if paths}
+        lines += ["ephemeral nodes dump:", f"Sessions with Ephemerals ({len(eph)}):"]
+        for sid, paths in sorted(eph.items()):
+            lines.append(f"{_hex(sid)}:")
+            lines += [f"\t{path}" for path in sorted(paths)]
+        conns = self._connections()
+        lines += ["Connections dump:", f"Connections Sets ({len(conns)})/({len(conns)}):"]
+        for c in conns:
+            sid = c.session.session_id if c.session is not None else 0
+            lines.append(f"1 expire at {_java_date(int(time.time() * 1000))}:")
+            lines.append(f"\tip: /{c.remote} sessionId: {_hex(sid)}")
+        return "\n".join(lines) + "\n"
+
+    def gtmk(self, cnxn) -> str:
+        return str(TRACE_MASK_DEFAULT)
+
+    def reqs(self, cnxn) -> str:
+        return ""  # outstanding requests are answered within one loop turn here
 
 
-def _cons_line(c) -> str:
-    sid = c.session.session_id if c.session is not None else 0
+def _connection_line(c, brief: bool) -> str:
+    """ServerCnxn.dumpConnectionInfo."""
+    st = c.stats
     queued = len(c.session.queue) if c.session is not None else 0
-    return (f"/{c.remote}[1](queued={queued},recved={c.stats['received']},"
-            f"sent={c.stats['sent']},sid=0x{sid & 0xFFFFFFFFFFFFFFFF:x})")
+    ops = 0 if c._paused else 1  # the selector interest ops: 1 = reading
+    text = f" /{c.remote}[{ops}](queued={queued},recved={st.received},sent={st.sent}"
+    sid = c.session.session_id if c.session is not None else 0
+    if not brief and sid:
+        lat = st.latency
+        text += (f",sid={_hex(sid)},lop={st.last_op},est={st.established_ms},"
+                 f"to={c.session.timeout_ms}")
+        if st.last_cxid >= 0:
+            text += f",lcxid=0x{st.last_cxid & 0xFFFFFFFF:x}"
+        text += (f",lzxid=0x{st.last_zxid & 0xFFFFFFFFFFFFFFFF:x},lresp={st.last_response_ms},"
+                 f"llat={st.last_latency},minlat={lat.min},avglat={int(lat.avg)},"
+                 f"maxlat={lat.max}")
+    return text + ")"
 
 
 COMMANDS = {
-    "ruok": Admin.ruok,
-    "isro": Admin.isro,
-    "srvr": Admin.srvr,
-    "stat": Admin.stat,
-    "cons": Admin.cons,
-    "conf": Admin.conf,
-    "envi": Admin.envi,
-    "mntr": Admin.mntr,
-    "wchs": Admin.wchs,
+    "ruok": Admin.ruok, "isro": Admin.isro, "srvr": Admin.srvr, "stat": Admin.stat,
+    "cons": Admin.cons, "crst": Admin.crst, "srst": Admin.srst, "conf": Admin.conf,
+    "dirs": Admin.dirs, "envi": Admin.envi, "mntr": Admin.mntr, "wchs": Admin.wchs,
+    "wchc": Admin.wchc, "wchp": Admin.wchp, "dump": Admin.dump, "gtmk": Admin.gtmk,
+    "reqs": Admin.reqs,
 }

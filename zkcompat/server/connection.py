@@ -16,6 +16,7 @@ from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.reply import encode_notification, encode_reply
 from zkcompat.server.request import DeleteContainerRequest, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
+from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
 from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
@@ -74,11 +75,12 @@ class Connection(asyncio.Protocol):
         self._state = "handshake"  # -> "waiting" (for the session txn) -> "open" -> "closed"
         self._client_readonly_byte = False
         self._pending_frames: list = []
+        self._first4: bytearray | None = bytearray()
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._close_after_flush = False
         self._paused = False
-        self.stats = {"received": 0, "sent": 0}
+        self.stats = ConnectionStats()
 
     # -- asyncio.Protocol ---------------------------------------------------------
 
@@ -106,10 +108,15 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._state == "closed":
             return
-        if self._state == "handshake" and not self.reader.buffered_bytes and len(data) >= 4:
-            cmd = bytes(data[:4])
-            if self.server.admin.is_four_letter_word(cmd):
-                self._four_letter_word(cmd.decode("ascii"))
+        if self._first4 is not None:
+            # The first 4 bytes are a frame length or a four-letter word; they may arrive
+            # in pieces, so decide only once all four are here (NIOServerCnxn.readLength).
+            self._first4 += data
+            if len(self._first4) < 4:
+                return
+            data, self._first4 = bytes(self._first4), None
+            if self.server.admin.is_four_letter_word(data[:4]):
+                self._four_letter_word(data[:4].decode("ascii"))
                 return
         try:
             frames = self.reader.feed(data)
@@ -134,6 +141,8 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes) -> None:
         if self._state == "closed":
             return
+        self.stats.sent += 1
+        self.server.stats.packets_sent += 1
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -145,7 +154,6 @@ class Connection(asyncio.Protocol):
             return
         out = self._out
         if out:
-            self.stats["sent"] += len(out)
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
         if self._close_after_flush:
@@ -189,8 +197,23 @@ class Connection(asyncio.Protocol):
 
     # -- input ----------------------------------------------------------------------
 
+    def reply(self, req, data: bytes, zxid: int) -> None:
+        """Send a request's reply and account for it (ServerCnxn.updateStatsForResponse)."""
+        stats = self.stats
+        t = now_ms()
+        latency = t - req.t0_ms
+        stats.last_op = OP_NAMES.get(req.type, "NA")
+        stats.last_cxid = req.xid
+        stats.last_zxid = zxid
+        stats.last_response_ms = t
+        stats.last_latency = latency
+        stats.latency.add(latency)
+        self.server.stats.latency.add(latency)
+        self.send(data)
+
     def _on_frame(self, payload) -> None:
-        self.stats["received"] += 1
+        self.stats.received += 1
+        self.server.stats.packets_received += 1
         if self._state == "open":
             self._on_request(payload)
         elif self._state == "handshake":

@@ -148,8 +148,7 @@ class Pipeline:
         session = self.tracker.sessions.get(req.session_id)
         reply = self._write_reply(req, rc)
         if session is None:
-            if req.cnxn is not None and reply is not None:
-                req.cnxn.send(reply)
+            self._answer(req, reply)
             return
         head = session.queue.popleft()
         assert head is req, "a session's writes complete in its request order"
@@ -178,7 +177,7 @@ class Pipeline:
     def _answer(self, req: Request, reply: bytes | None) -> None:
         cnxn = req.cnxn
         if cnxn is not None and reply is not None:
-            cnxn.send(reply)
+            cnxn.reply(req, reply, self.tree.last_processed_zxid)
 
     def _write_reply(self, req: Request, rc: ApplyResult) -> bytes | None:
         if req.cnxn is None:

@@ -1,5 +1,7 @@
 """Request: one client request on its way down the pipeline, decoded once."""
 
+import time
+
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 
@@ -39,7 +41,8 @@ class Request:
     request completes; the session's queue sends replies strictly in request order.
     """
 
-    __slots__ = ("session_id", "xid", "type", "record", "cnxn", "auth_ids", "txn", "reply", "is_write")
+    __slots__ = ("session_id", "xid", "type", "record", "cnxn", "auth_ids", "txn", "reply",
+                 "is_write", "t0_ms")
 
     def __init__(self, session_id: int, xid: int, type_: int, record, cnxn, auth_ids):
         self.session_id = session_id
@@ -51,6 +54,7 @@ class Request:
         self.txn = None
         self.reply: bytes | None = None
         self.is_write = type_ in WRITE_OPS
+        self.t0_ms = time.monotonic_ns() // 1_000_000
 
     def has_npe_path(self) -> bool:
         """A null path where ZooKeeper dereferences it before validating (create, delete and
