@@ -9,9 +9,17 @@ A failed write still becomes a Txn (an ErrorTxn with its own zxid), as in ZooKee
 import logging
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import Code, CreateMode, OpCode, Perms
+from zkcompat.jute.constants import Code, CreateMode, OpCode
 from zkcompat.tree import quota
-from zkcompat.tree.acl import check_acl, fixup_acl
+from zkcompat.tree.acl import (
+    PERM_ADMIN,
+    PERM_CREATE,
+    PERM_DELETE,
+    PERM_READ,
+    PERM_WRITE,
+    check_acl,
+    fixup_acl,
+)
 from zkcompat.tree.datatree import (
     CONTAINER_EPHEMERAL_OWNER,
     MAX_TTL_MS,
@@ -213,7 +221,7 @@ class Prep:
         parent_path = split_parent(path)[0]
         acl = fixup_acl(path, rec.acl, req.auth_ids)
         parent = self._record(parent_path)
-        check_acl(parent.acl, Perms.CREATE, req.auth_ids)
+        check_acl(parent.acl, PERM_CREATE, req.auth_ids)
         if mode in _SEQUENTIAL:
             path = f"{path}{parent.cversion:010d}"
         validate_path(path)
@@ -244,7 +252,7 @@ class Prep:
         path = rec.path
         parent_path = _parent_for_delete(path)
         parent = self._record(parent_path)
-        check_acl(parent.acl, Perms.DELETE, req.auth_ids)
+        check_acl(parent.acl, PERM_DELETE, req.auth_ids)
         node = self._record(path)
         _next_version(node.version, rec.version, path)
         if node.child_count > 0:
@@ -308,7 +316,7 @@ class Prep:
         self._check_session(req)
         path = validate_path(rec.path)
         node = self._record(path)
-        check_acl(node.acl, Perms.WRITE, req.auth_ids)
+        check_acl(node.acl, PERM_WRITE, req.auth_ids)
         self._check_quota(path, node.data, rec.data, 0)
         version = _next_version(node.version, rec.version, path)
         node = node.duplicate(zxid)
@@ -322,7 +330,7 @@ class Prep:
         path = validate_path(rec.path)
         acl = fixup_acl(path, rec.acl, req.auth_ids)
         node = self._record(path)
-        check_acl(node.acl, Perms.ADMIN, req.auth_ids)
+        check_acl(node.acl, PERM_ADMIN, req.auth_ids)
         version = _next_version(node.aversion, rec.version, path)
         node = node.duplicate(zxid)
         node.aversion = version
@@ -334,7 +342,7 @@ class Prep:
         self._check_session(req)
         path = validate_path(rec.path)
         node = self._record(path)
-        check_acl(node.acl, Perms.READ, req.auth_ids)
+        check_acl(node.acl, PERM_READ, req.auth_ids)
         return r.CheckVersionTxn(path, _next_version(node.version, rec.version, path))
 
     def prep_reconfig(self, req, rec, op_type, zxid, pending):

@@ -5,8 +5,8 @@ checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
 """
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, Perms, WatcherType
-from zkcompat.tree.acl import acl_to_records, check_acl, java_auth_order
+from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, WatcherType
+from zkcompat.tree.acl import PERM_ADMIN, PERM_READ, acl_to_records, check_acl, java_auth_order
 from zkcompat.tree.errors import KeeperError
 
 
@@ -24,7 +24,7 @@ def read_exists(server, req, rec, cnxn):
         raise KeeperError(Code.BADARGUMENTS, path)
     node = server.tree.nodes.get(path or "/")
     if node is not None:
-        check_acl(node.acl, Perms.READ, req.auth_ids)
+        check_acl(node.acl, PERM_READ, req.auth_ids)
     if rec.watch and cnxn is not None:
         # An exists watch is registered whether or not the node exists (DataTree.statNode).
         server.watches.add_data_watch(path, cnxn)
@@ -35,7 +35,7 @@ def read_exists(server, req, rec, cnxn):
 
 def read_get_data(server, req, rec, cnxn):
     node = _node(server, rec.path)
-    check_acl(node.acl, Perms.READ, req.auth_ids)
+    check_acl(node.acl, PERM_READ, req.auth_ids)
     if rec.watch and cnxn is not None:
         server.watches.add_data_watch(rec.path, cnxn)
     return r.GetDataResponse(node.data, node.stat())
@@ -43,7 +43,7 @@ def read_get_data(server, req, rec, cnxn):
 
 def _children(server, req, rec, cnxn):
     node = _node(server, rec.path)  # NB: a null path is refused before any read runs
-    check_acl(node.acl, Perms.READ, req.auth_ids)
+    check_acl(node.acl, PERM_READ, req.auth_ids)
     if rec.watch and cnxn is not None:
         server.watches.add_child_watch(rec.path, cnxn)
     return node
@@ -61,10 +61,10 @@ def read_get_children2(server, req, rec, cnxn):
 
 def read_get_acl(server, req, rec, cnxn):
     node = _node(server, rec.path)
-    check_acl(node.acl, Perms.READ | Perms.ADMIN, req.auth_ids)
+    check_acl(node.acl, PERM_READ | PERM_ADMIN, req.auth_ids)
     acl = acl_to_records(node.acl)
     try:
-        check_acl(node.acl, Perms.ADMIN, req.auth_ids)
+        check_acl(node.acl, PERM_ADMIN, req.auth_ids)
     except KeeperError:
         # Without ADMIN the digests are hidden (ZOOKEEPER-1392).
         for a in acl:
@@ -75,7 +75,7 @@ def read_get_acl(server, req, rec, cnxn):
 
 def read_get_all_children_number(server, req, rec, cnxn):
     node = _node(server, rec.path)
-    check_acl(node.acl, Perms.READ, req.auth_ids)
+    check_acl(node.acl, PERM_READ, req.auth_ids)
     return r.GetAllChildrenNumberResponse(server.tree.all_children_number(rec.path))
 
 

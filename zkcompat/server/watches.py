@@ -8,8 +8,8 @@ Triggering costs O(watchers of the path and, only while recursive watches exist,
 its ancestors), never O(all watches).
 """
 
-from zkcompat.jute.constants import EventType, Perms, WatcherType
-from zkcompat.tree.acl import check_acl
+from zkcompat.jute.constants import EventType, WatcherType
+from zkcompat.tree.acl import PERM_READ, check_acl
 from zkcompat.tree.errors import KeeperError
 
 STANDARD = 1
@@ -201,7 +201,7 @@ class WatchManager:
             for watcher in hit:
                 if acl:
                     try:
-                        check_acl(acl, Perms.READ, watcher.auth_ids)
+                        check_acl(acl, PERM_READ, watcher.auth_ids)
                     except KeeperError:
                         continue
                 watcher.notify(etype, path, zxid)
