@@ -57,6 +57,8 @@ PARTS = (
     "containers",
     "TTL nodes",
     "PersistentTtlNode",
+    "ZooKeeper client 3.6+ API",
+    "ZooKeeper client SetWatches2",
 )
 
 pytestmark = pytest.mark.timeout(240)

@@ -18,6 +18,12 @@
  * Usage: CuratorExercise <connectString> <basePath>
  */
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -50,7 +56,16 @@ import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.nodes.PersistentNode;
 import org.apache.curator.framework.recipes.nodes.PersistentTtlNode;
 import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.AddWatchMode;
 import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.Op;
+import org.apache.zookeeper.OpResult;
+import org.apache.zookeeper.WatchedEvent;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooDefs.Ids;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.data.ClientInfo;
 import org.apache.zookeeper.data.Stat;
 
 public final class CuratorExercise {
@@ -84,6 +99,8 @@ public final class CuratorExercise {
         part("containers", runDeadline, CuratorExercise::containers);
         part("TTL nodes", runDeadline, CuratorExercise::ttlNodes);
         part("PersistentTtlNode", runDeadline, CuratorExercise::persistentTtlNode);
+        part("ZooKeeper client 3.6+ API", runDeadline, CuratorExercise::clientApi);
+        part("ZooKeeper client SetWatches2", runDeadline, CuratorExercise::setWatches2);
 
         System.out.println("DONE failures=" + failures);
         System.out.flush();
@@ -507,5 +524,204 @@ public final class CuratorExercise {
         }
         check(waitFor(() -> c.checkExists().forPath(path) == null, WAIT_S), "gone after close");
         return "container + touched TTL child stays while running, goes after close";
+    }
+    /** The stock client's calls for the newer ops: getEphemerals (103),
+     *  getAllChildrenNumber (104), whoAmI (107), multiRead (22), addWatch (106),
+     *  checkWatches (17, removeWatches of one watcher), removeWatches (18),
+     *  createTTL (21). */
+    private static String clientApi() throws Exception {
+        ZooKeeper zk = client().getZookeeperClient().getZooKeeper();
+        String root = base + "/api";
+        zk.create(root, bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(root + "/a", bytes("A"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(root + "/b", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(root + "/b/x", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        zk.create(root + "/e1", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+        zk.create(root + "/b/e2", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
+        List<String> ephemerals = new ArrayList<>();
+        for (String p : zk.getEphemerals(root)) {
+            ephemerals.add(rel(p, root));
+        }
+        Collections.sort(ephemerals);
+        check(ephemerals.equals(List.of("/b/e2", "/e1")), "getEphemerals: " + ephemerals);
+        int below = zk.getAllChildrenNumber(root);
+        check(below == 5, "getAllChildrenNumber is 5, not " + below);
+        List<String> who = new ArrayList<>();
+        for (ClientInfo info : zk.whoAmI()) {
+            who.add(info.getAuthScheme() + ":" + info.getUser());
+        }
+        check(who.equals(List.of("ip:127.0.0.1")), "whoAmI: " + who);
+        List<OpResult> reads = zk.multi(List.of(
+                Op.getData(root + "/a"), Op.getChildren(root + "/b"), Op.getData(root + "/missing")));
+        check(reads.get(0) instanceof OpResult.GetDataResult
+                && str(((OpResult.GetDataResult) reads.get(0)).getData()).equals("A"), "multiRead getData");
+        check(reads.get(1) instanceof OpResult.GetChildrenResult, "multiRead getChildren");
+        List<String> kids = new ArrayList<>(((OpResult.GetChildrenResult) reads.get(1)).getChildren());
+        Collections.sort(kids);
+        check(kids.equals(List.of("e2", "x")), "multiRead children " + kids);
+        check(reads.get(2) instanceof OpResult.ErrorResult
+                && ((OpResult.ErrorResult) reads.get(2)).getErr() == KeeperException.Code.NONODE.intValue(),
+                "multiRead per-op NoNode");
+
+        BlockingQueue<String> events = new LinkedBlockingQueue<>();
+        Watcher recorder = e -> events.add(e.getType() + " " + rel(e.getPath(), root));
+        zk.addWatch(root, recorder, AddWatchMode.PERSISTENT_RECURSIVE);
+        zk.setData(root + "/a", bytes("A2"), -1);
+        zk.create(root + "/b/y", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        List<String> seen = new ArrayList<>();
+        expect(events, seen, "NodeDataChanged /a");
+        expect(events, seen, "NodeCreated /b/y");
+        zk.removeWatches(root, recorder, Watcher.WatcherType.Any, false);
+        zk.setData(root + "/a", bytes("A3"), -1);
+        String late = events.poll(300, TimeUnit.MILLISECONDS);
+        check(late == null || late.startsWith("PersistentWatchRemoved") || late.startsWith("DataWatchRemoved"),
+                "nothing after removeWatches, got " + late);
+        try {
+            zk.removeAllWatches(root + "/a", Watcher.WatcherType.Any, false);
+            throw new AssertionError("removeAllWatches without watches did not fail");
+        } catch (KeeperException.NoWatcherException expected) {
+            // the client finds none locally
+        }
+        Stat ttlStat = new Stat();
+        zk.create(root + "/ttl", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT_WITH_TTL, ttlStat, 60_000);
+        check(ttlStat.getEphemeralOwner() == 0 && ttlStat.getCzxid() > 0, "createTTL answered a Stat");
+        return "getEphemerals " + ephemerals + ", getAllChildrenNumber 5, whoAmI " + who
+                + ", multiRead with per-op NoNode, addWatch " + seen + ", removeWatches, createTTL";
+    }
+
+    /** On reconnect the stock client re-registers persistent watches with
+     *  SetWatches2 (105); one-shot watches whose node changed meanwhile fire. */
+    private static String setWatches2() throws Exception {
+        ZooKeeper writer = client().getZookeeperClient().getZooKeeper();
+        String root = base + "/sw";
+        writer.create(root, bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        writer.create(root + "/one", bytes("0"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        writer.create(root + "/p", bytes("0"), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        Relay relay = new Relay(connect);
+        BlockingQueue<Watcher.Event.KeeperState> states = new LinkedBlockingQueue<>();
+        ZooKeeper rz = new ZooKeeper(relay.connectString(), SESSION_TIMEOUT_MS, e -> {
+            if (e.getType() == Watcher.Event.EventType.None) {
+                states.add(e.getState());
+            }
+        });
+        try {
+            check(states.poll(WAIT_S, TimeUnit.SECONDS) == Watcher.Event.KeeperState.SyncConnected, "connected");
+            long session = rz.getSessionId();
+            BlockingQueue<String> events = new LinkedBlockingQueue<>();
+            Watcher recorder = e -> events.add(e.getType() + " " + rel(e.getPath(), root));
+            rz.addWatch(root + "/tree", recorder, AddWatchMode.PERSISTENT_RECURSIVE);
+            rz.addWatch(root + "/p", recorder, AddWatchMode.PERSISTENT);
+            rz.getData(root + "/one", recorder, null);
+            relay.cut();
+            check(states.poll(WAIT_S, TimeUnit.SECONDS) == Watcher.Event.KeeperState.Disconnected, "disconnected");
+            writer.setData(root + "/one", bytes("1"), -1);
+            writer.create(root + "/tree", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            writer.setData(root + "/p", bytes("1"), -1);
+            relay.restore();
+            check(states.poll(WAIT_S, TimeUnit.SECONDS) == Watcher.Event.KeeperState.SyncConnected, "reconnected");
+            check(rz.getSessionId() == session, "same session");
+            List<String> seen = new ArrayList<>();
+            expect(events, seen, "NodeDataChanged /one");
+            writer.create(root + "/tree/x", bytes(""), Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            expect(events, seen, "NodeCreated /tree/x");
+            writer.setData(root + "/p", bytes("2"), -1);
+            expect(events, seen, "NodeDataChanged /p");
+            writer.setData(root + "/one", bytes("2"), -1);
+            String extra = events.poll(300, TimeUnit.MILLISECONDS);
+            check(extra == null, "no more events, got " + extra);
+            return "across a reconnect: " + seen;
+        } finally {
+            rz.close();
+            relay.close();
+        }
+    }
+
+    /** A TCP relay the test can cut (every connection dropped, new ones refused)
+     *  and restore, to make the client reconnect to the same session. */
+    private static final class Relay implements Runnable {
+        private final ServerSocket listener;
+        private final String host;
+        private final int port;
+        private final List<Socket> open = Collections.synchronizedList(new ArrayList<>());
+        private volatile boolean up = true;
+
+        Relay(String target) throws IOException {
+            int colon = target.lastIndexOf(':');
+            host = target.substring(0, colon);
+            port = Integer.parseInt(target.substring(colon + 1));
+            listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            Thread t = new Thread(this, "relay-accept");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        String connectString() {
+            return "127.0.0.1:" + listener.getLocalPort();
+        }
+
+        @Override
+        public void run() {
+            while (true) {
+                try {
+                    Socket client = listener.accept();
+                    if (!up) {
+                        client.close();
+                        continue;
+                    }
+                    Socket server = new Socket(host, port);
+                    open.add(client);
+                    open.add(server);
+                    pump(client, server);
+                    pump(server, client);
+                } catch (IOException e) {
+                    return;
+                }
+            }
+        }
+
+        private void pump(Socket from, Socket to) {
+            Thread t = new Thread(() -> {
+                byte[] buf = new byte[65536];
+                try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+                    int n;
+                    while ((n = in.read(buf)) >= 0) {
+                        out.write(buf, 0, n);
+                        out.flush();
+                    }
+                } catch (IOException ignored) {
+                    // the other side went away
+                } finally {
+                    closeQuietly(from);
+                    closeQuietly(to);
+                }
+            }, "relay-pump");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        void cut() {
+            up = false;
+            synchronized (open) {
+                open.forEach(Relay::closeQuietly);
+                open.clear();
+            }
+        }
+
+        void restore() {
+            up = true;
+        }
+
+        void close() {
+            cut();
+            closeQuietly(listener);
+        }
+
+        private static void closeQuietly(java.io.Closeable c) {
+            try {
+                c.close();
+            } catch (IOException ignored) {
+                // already closed
+            }
+        }
     }
 }
