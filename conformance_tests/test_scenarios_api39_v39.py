@@ -21,6 +21,8 @@ changes under us) and zkcompat must show 3.9's. Sources, by ZooKeeper issue:
 - ZOOKEEPER-4655 (3.9): a notification's reply header carries the zxid of the
   txn that fired it; 3.8 sends -1.
 - ZOOKEEPER-2590 (3.9): exists needs READ on an existing node.
+- ZOOKEEPER-2623 (3.9.3): a check (13) outside multi is refused with
+  Unimplemented; Debian's 3.8.0 fails to answer it and closes the connection.
 - ZOOKEEPER-4575 (3.9): deleteContainer (20) is decoded as a DeleteContainer
   request (the path), so a client can send it; 3.8 reads the raw request
   buffer as the path and answers BadArguments.
@@ -37,13 +39,14 @@ import time
 import pytest
 
 from .harness import Scenario, new_base, normalised, run_scenario
-from .rawclient import ConnectionClosed, RawClient
+from .rawclient import ConnectionClosed, RawClient, int32
 from .servers import start_zkcompat
 from .test_scenarios_api39 import (
     ADD_WATCH_PERSISTENT,
     ADD_WATCH_PERSISTENT_RECURSIVE,
     CONTAINER,
     EPHEMERAL,
+    OP_CHECK,
     OP_CREATE,
     OP_CREATE2,
     OP_CREATE_TTL,
@@ -61,6 +64,7 @@ from .test_scenarios_api39 import (
     multi_payload,
     no_read_acl,
     path_payload,
+    ustring,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -246,6 +250,16 @@ def dec_multi_shape(body: bytes):
             return out
 
 
+def check_outside_multi(env):
+    """A check (13) sent as a request of its own."""
+    api = Api(env, "c")
+    b = env.base
+    api.create("create n", f"{b}/n")
+    api.call("check outside multi", OP_CHECK, ustring(f"{b}/n") + int32(0))
+    api.call("check with a wrong version", OP_CHECK, ustring(f"{b}/n") + int32(5))
+    api.call("exists afterwards", 3, path_payload(f"{b}/n") + b"\x00", lambda body: "stat")
+
+
 def notification_zxid(env):
     """The zxid in a notification's reply header, against the write's own zxid."""
     w = Api(env, "w")
@@ -415,6 +429,24 @@ def test_create2_inside_multi(zk_servers) -> None:
         ("multi", ("ok", [(1, 0, "<base>/a"), (15, 0, ("<base>/b", stat))])),
         exists_b,
         ("create2 result Stat == exists Stat", [True]),
+    ]
+    assert_versions(ref, cand, expected_38, expected_39)
+
+
+def test_check_outside_multi(zk_servers) -> None:
+    """ZOOKEEPER-2623: 3.9.3 answers Unimplemented; 3.8.0 drops the connection."""
+    ref, cand = run_both(check_outside_multi, zk_servers)
+    head = ref[:1]
+    closed = "connection closed"
+    expected_38 = head + [
+        ("check outside multi", closed),
+        ("check with a wrong version", closed),
+        ("exists afterwards", closed),
+    ]
+    expected_39 = head + [
+        ("check outside multi", "UnimplementedError(-6)"),
+        ("check with a wrong version", "UnimplementedError(-6)"),
+        ("exists afterwards", ("ok", "stat")),
     ]
     assert_versions(ref, cand, expected_38, expected_39)
 
