@@ -21,7 +21,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from conformance_tests.conftest import zkcompat, zookeeper  # noqa: E402,F401  (fixtures)
 from conformance_tests.servers import HOST, ServerProcess, free_port, log_tail  # noqa: E402
 
 ZKCOMPAT_START_TIMEOUT_S = 20.0
