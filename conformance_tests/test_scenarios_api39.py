@@ -52,6 +52,7 @@ OP_GET_CHILDREN2 = 12
 OP_CHECK = 13
 OP_MULTI = 14
 OP_CREATE2 = 15
+OP_RECONFIG = 16
 OP_CHECK_WATCHES = 17
 OP_REMOVE_WATCHES = 18
 OP_CREATE_CONTAINER = 19
@@ -60,6 +61,7 @@ OP_CREATE_TTL = 21
 OP_MULTI_READ = 22
 OP_AUTH = 100
 OP_SET_WATCHES = 101
+OP_SASL = 102
 OP_GET_EPHEMERALS = 103
 OP_GET_ALL_CHILDREN_NUMBER = 104
 OP_SET_WATCHES2 = 105
@@ -1088,6 +1090,34 @@ def notifications_below_an_unreadable_root(env):
     for api in (recursive, persistent, reader):
         api.sync()
     reader.drain(0.1)
+
+
+# ========================================= reconfig, getConfig, SASL (standalone)
+
+
+@scenario
+def reconfig_refused_on_standalone(env):
+    """reconfig (16) on a standalone server without reconfigEnabled is
+    ReconfigDisabled; getConfig is a getData of /zookeeper/config."""
+    api = Api(env, "r")
+    api.call(
+        "reconfig",
+        OP_RECONFIG,
+        ustring("server.2=127.0.0.1:2888:3888;2181") + ustring(None) + ustring(None) + int64(-1),
+        dec_data_stat,
+    )
+    api.exists("session still usable", env.base)
+    api.call("getConfig (getData /zookeeper/config)", OP_GET_DATA, path_watch("/zookeeper/config"),
+             lambda body: ("data+stat", len(body) > 0))
+
+
+@scenario
+def sasl_packet_without_sasl(env):
+    """A SASL (102) token on a server without SASL configured: ZooKeeper answers
+    a SetSASLResponse and the session goes on."""
+    api = Api(env, "s")
+    api.call("sasl", OP_SASL, buffer(b"\x00\x01token"), lambda body: ("token", Reader(body).buffer()))
+    api.call("next request", OP_EXISTS, path_watch("/"), lambda body: "stat")
 
 
 # ================================================================ SetWatches2
