@@ -130,12 +130,22 @@ public final class CuratorExercise {
             fail(name, "timed out after " + TimeUnit.NANOSECONDS.toSeconds(timeoutNs) + "s");
         } catch (Exception e) {
             Throwable cause = e.getCause() != null ? e.getCause() : e;
-            fail(name, cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            fail(name, cause.getClass().getSimpleName() + ": " + cause.getMessage() + where(cause));
         } finally {
             runner.shutdownNow();
             closeClients();
         }
         System.out.flush();
+    }
+
+    /** " (CuratorExercise.java:N)": the line of this program the failure came from. */
+    private static String where(Throwable t) {
+        for (StackTraceElement frame : t.getStackTrace()) {
+            if (frame.getClassName().startsWith(CuratorExercise.class.getName())) {
+                return " (" + frame.getFileName() + ":" + frame.getLineNumber() + ")";
+            }
+        }
+        return "";
     }
 
     private static void fail(String name, String why) {
