@@ -1,0 +1,66 @@
+"""scripts/bench still works: its argument parsing, and a tiny run on zkcompat alone (the
+real benchmark is never run by the test suite; speed is not asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from zkcompat.bench import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TINY_RUN_TIMEOUT_S = 120
+
+
+def test_quick_plan():
+    args = cli.resolve(["--quick"])
+    plan = cli.plan_of(args)
+    assert plan["mode"] == "quick" and plan["recovery"] == 100_000
+    assert plan["servers"] == ["zkcompat", "zookeeper"]
+    assert plan["workloads"] == ["create", "set"]
+    assert cli.plan_of(cli.resolve([]))["recovery"] == 1_000_000
+
+
+def test_external_ensemble_and_overrides():
+    args = cli.resolve(["--servers", "", "--connect", "ens=127.0.0.1:2181,127.0.0.1:2182",
+                        "--workloads", "set", "--duration", "3", "--warmup", "1"])
+    plan = cli.plan_of(args)
+    assert plan["external"] == {"ens": [("127.0.0.1", 2181), ("127.0.0.1", 2182)]}
+    assert plan["recovery"] is None and plan["duration_s"] == 3.0
+
+
+@pytest.mark.parametrize("argv", [
+    ["--servers", "etcd"],
+    ["--workloads", "nope"],
+    ["--connect", "127.0.0.1:2181"],
+    ["--servers", ""],
+    ["--duration", "1", "--warmup", "2"],
+    ["--znodes", "0"],
+])
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.resolve(argv)
+    assert e.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(TINY_RUN_TIMEOUT_S + 30)
+def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
+    out_json = tmp_path / "rows.json"
+    result = subprocess.run(
+        [str(REPO_ROOT / "scripts" / "bench"), "--servers", "zkcompat", "--duration", "1.5",
+         "--warmup", "0.5", "--repeats", "1", "--znodes", "2000", "--processes", "1",
+         "--sessions", "2", "--inflight", "4", "--workdir", str(tmp_path / "w"),
+         "--json", str(out_json)],
+        capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "throughput (ops/s)" in result.stdout
+    assert "restart until serving (s)" in result.stdout
+    rows = json.loads(out_json.read_text())["rows"]
+    by_metric = {(r["section"], r["metric"]): r["values"]["zkcompat"] for r in rows}
+    assert by_metric[("create (100 B)", "throughput (ops/s)")] > 0
+    assert by_metric[("create (100 B)", "error replies")] == 0
+    assert by_metric[("recovery, 2,000 znodes x 100 B", "RSS after restart (MB)")] > 1

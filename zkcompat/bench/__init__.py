@@ -1,0 +1,7 @@
+"""Benchmarks: zkcompat and Apache ZooKeeper side by side in one run, on raw sockets.
+
+Pieces, each replaceable on its own: `servers` (start/stop/RSS of a managed server, or an
+external connect string), `wire` (sessions and requests through zkcompat.jute),
+`workloads` (what each session sends), `loadgen` (closed-loop client processes),
+`scenarios` (a measurement: write throughput, recovery), `report` (the table).
+"""

@@ -1,0 +1,3 @@
+from zkcompat.bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""scripts/bench: zkcompat and Apache ZooKeeper, started in the same run with the same
+zoo.cfg (forceSync=yes, standalone), measured alike, printed side by side with the ratio.
+
+  scripts/bench                 full: writes 2 x 15 s per workload, recovery of 1,000,000 znodes
+  scripts/bench --quick         short runs and 100,000 znodes (a few minutes)
+  scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
+                                an ensemble already running: throughput only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from zkcompat.bench import report, scenarios
+from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
+from zkcompat.bench.workloads import WORKLOADS
+
+KINDS = ("zkcompat", "zookeeper")
+FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 2, "znodes": 1_000_000}
+QUICK = {"duration": 6.0, "warmup": 2.0, "repeats": 1, "znodes": 100_000}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="short runs, 100k znodes")
+    p.add_argument("--servers", default=",".join(KINDS),
+                   help="servers this run starts (comma separated, of %(default)s; '' for none)")
+    p.add_argument("--connect", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
+                   help="also measure a running server or ensemble (throughput only)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"throughput workloads (of {', '.join(WORKLOADS)}; '' for none)")
+    p.add_argument("--no-recovery", action="store_true", help="skip the recovery scenario")
+    p.add_argument("--znodes", type=int, help="znodes for recovery (full 1,000,000)")
+    p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
+    p.add_argument("--warmup", type=float, help="unmeasured seconds at the start of a run")
+    p.add_argument("--repeats", type=int, help="runs per workload and server; the median counts")
+    p.add_argument("--processes", type=int, default=2, help="client processes")
+    p.add_argument("--sessions", type=int, default=8, help="sessions per client process")
+    p.add_argument("--inflight", type=int, default=32, help="requests in flight per session")
+    p.add_argument("--workdir", type=Path, help="where dataDirs go (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the workdir afterwards")
+    p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved plan and exit")
+    return p
+
+
+def resolve(argv: list[str] | None = None) -> argparse.Namespace:
+    p = parser()
+    args = p.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.servers = [s for s in (x.strip() for x in args.servers.split(",")) if s]
+    args.workloads = [w for w in (x.strip() for x in args.workloads.split(",")) if w]
+    for s in args.servers:
+        if s not in KINDS:
+            p.error(f"--servers: unknown server {s!r} (known: {', '.join(KINDS)})")
+    for w in args.workloads:
+        if w not in WORKLOADS:
+            p.error(f"--workloads: unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+    external = []
+    for spec in args.connect:
+        name, sep, hosts = spec.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError("expected NAME=HOST:PORT[,HOST:PORT...]")
+            external.append((name, parse_connect_string(hosts)))
+        except ValueError as e:
+            p.error(f"--connect {spec!r}: {e}")
+    args.external = external
+    if not args.servers and not external:
+        p.error("nothing to measure: no --servers and no --connect")
+    for name in ("znodes", "processes", "sessions", "inflight", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if args.duration <= args.warmup:
+        p.error("--duration must be longer than --warmup")
+    return args
+
+
+def plan_of(args: argparse.Namespace) -> dict:
+    return {
+        "mode": "quick" if args.quick else "full",
+        "servers": args.servers,
+        "external": {name: addrs for name, addrs in args.external},
+        "workloads": args.workloads,
+        "recovery": None if args.no_recovery or not args.servers else args.znodes,
+        "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
+        "clients": {"processes": args.processes, "sessions": args.sessions,
+                    "inflight": args.inflight},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = resolve(argv)
+    plan = plan_of(args)
+    if args.dry_run:
+        print(json.dumps(plan, indent=2))
+        return 0
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zkcompat-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    shape = scenarios.ClientShape(args.processes, args.sessions, args.inflight)
+    print(f"zkcompat bench ({plan['mode']}): {platform.python_version()} on "
+          f"{os.cpu_count()} cores; forceSync=yes, standalone; clients {args.processes} "
+          f"processes x {args.sessions} sessions x {args.inflight} in flight; workdir {workdir}",
+          flush=True)
+    rows: list[scenarios.Row] = []
+    started = time.monotonic()
+    managed: list[ManagedServer] = []
+    try:
+        targets = [Target(name, addrs) for name, addrs in args.external]
+        if args.workloads:
+            for kind in args.servers:
+                server = ManagedServer(kind, workdir / "writes" / kind)
+                managed.append(server)
+                server.start("/")
+                targets.append(server.target())
+            for wl in args.workloads:
+                print(f"throughput: {wl}", flush=True)
+                rows += scenarios.throughput(targets, wl, shape, args.duration, args.warmup,
+                                             args.repeats, log=_log)
+            for server in managed:
+                server.stop()
+        if plan["recovery"]:
+            print(f"recovery: {args.znodes:,} znodes", flush=True)
+            servers = [ManagedServer(k, workdir / "recovery" / k) for k in args.servers]
+            managed += servers
+            rows += scenarios.recovery(servers, args.znodes, shape, log=_log)
+    except Exception as e:  # noqa: BLE001 - one line, the servers stopped, a non-zero exit
+        print(f"bench failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        for server in managed:
+            server.stop()
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    names = [name for name, _ in args.external] + list(args.servers)
+    print()
+    print(report.table(rows, names))
+    print(f"\n({time.monotonic() - started:.0f} s; ratios are zkcompat/zookeeper: above 1 is "
+          "more for zkcompat, so better for throughput and worse for time, latency and RSS)")
+    if args.json:
+        args.json.write_text(json.dumps({"plan": plan, "rows": [asdict(r) for r in rows]},
+                                        indent=2))
+    return 0
+
+
+def _log(line: str) -> None:
+    print(line, flush=True)

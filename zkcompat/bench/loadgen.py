@@ -1,0 +1,260 @@
+"""Closed-loop load from several client processes, many requests in flight per session.
+
+Each process opens its sessions (spread round robin over the target's addresses), keeps
+`inflight` requests outstanding on each (a reply sends the next one), and reports the
+replies that arrived inside the measured window, their latencies and error codes. Either
+a duration (throughput) or a total number of requests (loading data) ends the run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import selectors
+import socket
+import time
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+from zkcompat.bench import wire
+from zkcompat.bench.workloads import SessionSlot, Workload
+from zkcompat.jute.framing import FrameReader
+
+RECV_BYTES = 1 << 18
+READY_TIMEOUT_S = 60.0
+RESULT_GRACE_S = 120.0  # after the planned end, how long a client process may take to report
+START_DELAY_S = 0.3  # every process starts at one moment a little after all are ready
+LATENCY_SAMPLES_MAX = 1_000_000
+
+
+@dataclass
+class LoadPlan:
+    workload: Workload
+    addresses: list[tuple[str, int]]
+    processes: int = 2
+    sessions: int = 8  # per process
+    inflight: int = 32  # per session
+    duration_s: float | None = 10.0
+    warmup_s: float = 2.0
+    total_requests: int | None = None  # instead of a duration: stop after this many
+    latencies: bool = True
+
+    def slots(self) -> list[SessionSlot]:
+        return [SessionSlot(p, s) for p in range(self.processes) for s in range(self.sessions)]
+
+
+@dataclass
+class LoadResult:
+    replies: int = 0  # inside the measured window
+    seconds: float = 0.0
+    errors: Counter = field(default_factory=Counter)  # err code -> count (all replies)
+    latencies_ms: list[float] = field(default_factory=list)  # sorted sample
+    total_replies: int = 0
+
+    @property
+    def throughput(self) -> float:
+        return self.replies / self.seconds if self.seconds > 0 else 0.0
+
+    def percentile(self, q: float) -> float:
+        lat = self.latencies_ms
+        if not lat:
+            return float("nan")
+        return lat[min(len(lat) - 1, int(q * len(lat)))]
+
+
+class _Session:
+    __slots__ = ("sock", "reader", "out", "requests", "sent_at", "xid", "outstanding",
+                 "writing")
+
+    def __init__(self, address, requests) -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(wire.connect_request())
+        self.reader = FrameReader(wire.MAX_FRAME_BYTES)
+        frames: list[bytes] = []
+        while not frames:
+            data = self.sock.recv(4096)
+            if not data:
+                raise wire.WireError("closed during the handshake")
+            frames = self.reader.feed(data)
+        if len(frames) > 1:
+            raise wire.WireError("unexpected frames after the handshake")
+        self.sock.setblocking(False)
+        self.out = bytearray()
+        self.requests = requests
+        self.sent_at: dict[int, float] = {}
+        self.xid = 0
+        self.outstanding = 0
+        self.writing = False
+
+    def queue_next(self, now: float) -> None:
+        op, record = next(self.requests)
+        self.xid += 1
+        self.out += wire.request(self.xid, op, record)
+        self.sent_at[self.xid] = now
+        self.outstanding += 1
+
+
+def _client_process(index: int, plan: LoadPlan, ready, go, results) -> None:
+    try:
+        results.put(_run_client(index, plan, ready, go))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the run
+        ready.put(("error", index, f"{type(e).__name__}: {e}"))
+        results.put(("error", index, f"{type(e).__name__}: {e}"))
+
+
+def _run_client(index: int, plan: LoadPlan, ready, go):
+    sessions = []
+    for s in range(plan.sessions):
+        slot = SessionSlot(index, s)
+        address = plan.addresses[(index * plan.sessions + s) % len(plan.addresses)]
+        sessions.append(_Session(address, plan.workload.requests(slot)))
+    ready.put(("ready", index, None))
+    if not go.wait(READY_TIMEOUT_S):
+        raise TimeoutError("no start signal")
+    start_at = go.start_at.value
+    while time.monotonic() < start_at:
+        time.sleep(min(0.01, max(0.0, start_at - time.monotonic())))
+    budget = None
+    if plan.total_requests is not None:
+        share, extra = divmod(plan.total_requests, plan.processes)
+        budget = share + (1 if index < extra else 0)
+    measure_from = start_at + (plan.warmup_s if plan.duration_s else 0.0)
+    end_at = start_at + plan.duration_s if plan.duration_s else float("inf")
+
+    sel = selectors.DefaultSelector()
+    issued = 0
+    now = time.monotonic()
+    for sess in sessions:
+        sel.register(sess.sock, selectors.EVENT_READ, sess)
+        for _ in range(plan.inflight):
+            if budget is not None and issued >= budget:
+                break
+            sess.queue_next(now)
+            issued += 1
+    replies = total = 0
+    errors: Counter = Counter()
+    lat = array("d")
+    record_latency = plan.latencies
+    unpack = wire.REPLY_HEADER.unpack_from
+    last_reply = start_at
+    while True:
+        for sess in sessions:
+            _flush(sel, sess)
+        now = time.monotonic()
+        if now >= end_at:
+            break
+        if budget is not None and issued >= budget and all(s.outstanding == 0 for s in sessions):
+            break
+        for key, mask in sel.select(timeout=0.5):
+            sess = key.data
+            if mask & selectors.EVENT_WRITE:
+                _flush(sel, sess)
+            if not mask & selectors.EVENT_READ:
+                continue
+            try:
+                data = sess.sock.recv(RECV_BYTES)
+            except BlockingIOError:
+                continue
+            if not data:
+                raise wire.WireError("the server closed a session")
+            now = time.monotonic()
+            for body in sess.reader.feed(data):
+                xid, _, err = unpack(body)
+                if xid in (wire.NOTIFICATION_XID, wire.PING_XID):
+                    continue
+                sent = sess.sent_at.pop(xid)
+                sess.outstanding -= 1
+                total += 1
+                if err:
+                    errors[err] += 1
+                if measure_from <= now < end_at:
+                    replies += 1
+                    if record_latency and len(lat) < LATENCY_SAMPLES_MAX:
+                        lat.append((now - sent) * 1000.0)
+                last_reply = now
+                if now < end_at and (budget is None or issued < budget):
+                    sess.queue_next(now)
+                    issued += 1
+        if budget is not None and time.monotonic() - last_reply > 60:
+            raise TimeoutError("no reply for 60 s")
+    for sess in sessions:
+        sess.sock.close()  # the sessions expire on the server; nothing waits for that
+    window = (min(end_at, time.monotonic()) - measure_from) if plan.duration_s else \
+        (last_reply - start_at)
+    return ("ok", index, {"replies": replies if plan.duration_s else total, "total": total,
+                          "seconds": window, "errors": dict(errors), "lat": lat.tobytes()})
+
+
+def _flush(sel, sess: _Session) -> None:
+    if not sess.out:
+        return
+    try:
+        n = sess.sock.send(sess.out)
+    except BlockingIOError:
+        n = 0
+    del sess.out[:n]
+    want_write = bool(sess.out)
+    if want_write != sess.writing:
+        sess.writing = want_write
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
+        sel.modify(sess.sock, events, sess)
+
+
+class _Go:
+    """A start event plus the shared moment every process begins at."""
+
+    def __init__(self, ctx) -> None:
+        self.event = ctx.Event()
+        self.start_at = ctx.Value("d", 0.0)
+
+    def wait(self, timeout):
+        return self.event.wait(timeout)
+
+
+def run_load(plan: LoadPlan) -> LoadResult:
+    """Set the workload up, run the client processes, merge what they measured."""
+    host, port = plan.addresses[0]
+    admin = wire.SyncSession(host, port)
+    try:
+        plan.workload.setup(admin, plan.slots())
+    finally:
+        admin.close()
+    ctx = multiprocessing.get_context("fork")
+    ready, results = ctx.Queue(), ctx.Queue()
+    go = _Go(ctx)
+    procs = [ctx.Process(target=_client_process, args=(i, plan, ready, go, results),
+                         daemon=True) for i in range(plan.processes)]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            kind, index, detail = ready.get(timeout=READY_TIMEOUT_S)
+            if kind == "error":
+                raise RuntimeError(f"client process {index}: {detail}")
+        go.start_at.value = time.monotonic() + START_DELAY_S
+        go.event.set()
+        wait_s = (plan.duration_s or 0) + START_DELAY_S + RESULT_GRACE_S
+        if plan.total_requests is not None:
+            wait_s += 3600
+        merged = LoadResult()
+        lat = array("d")
+        seconds = []
+        for _ in procs:
+            kind, index, detail = results.get(timeout=wait_s)
+            if kind == "error":
+                raise RuntimeError(f"client process {index}: {detail}")
+            merged.replies += detail["replies"]
+            merged.total_replies += detail["total"]
+            merged.errors.update(detail["errors"])
+            seconds.append(detail["seconds"])
+            lat.frombytes(detail["lat"])
+        merged.seconds = max(seconds)
+        merged.latencies_ms = sorted(lat)
+        return merged
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()

@@ -1,0 +1,210 @@
+"""Servers under test: ones this run starts (zkcompat, Apache ZooKeeper), with PID and RSS,
+or an external connect string (one server or an ensemble) that the run only talks to.
+
+Both managed kinds get the same zoo.cfg: forceSync=yes, the same snapCount and tickTime,
+no per-address connection limit. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX.
+Processes are ended by their PID only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkcompat.bench import wire
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ZOOKEEPER_HOME = Path("/usr/share/zookeeper")
+JAVA_SHARE = Path("/usr/share/java")
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+ZOOKEEPER_HEAP_MAX = "-Xmx1g"
+ZOOKEEPER_LOGGING_JARS = ("slf4j-log4j12.jar", "log4j-1.2.jar")
+START_TIMEOUT_S = 900.0  # recovering a million znodes can take minutes
+STOP_GRACE_S = 60.0  # ZooKeeper and zkcompat both finish quickly on SIGTERM
+
+BASE_CFG = {
+    "tickTime": 2000,
+    "clientPortAddress": HOST,
+    "maxClientCnxns": 0,  # every bench session comes from 127.0.0.1
+    "forceSync": "yes",
+    "snapCount": 100_000,
+    "admin.enableServer": "false",
+    "4lw.commands.whitelist": "*",
+}
+
+_LOG4J = """\
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File={log}
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} %-5p [%t] %m%n
+"""
+
+_running: dict[int, subprocess.Popen] = {}
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for pid, popen in list(_running.items()):
+        if popen.poll() is None:
+            os.kill(pid, signal.SIGKILL)
+            popen.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def parse_connect_string(text: str) -> list[tuple[str, int]]:
+    """"h1:p1,h2:p2[/chroot]" -> [(h1, p1), (h2, p2)] (a chroot is not supported)."""
+    if "/" in text:
+        raise ValueError(f"{text!r}: a chroot is not supported by the bench")
+    out = []
+    for part in text.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"{part!r} is not host:port")
+        out.append((host, int(port)))
+    return out
+
+
+@dataclass
+class Target:
+    """Where load goes. `server` is set when this run manages the process."""
+
+    name: str
+    addresses: list[tuple[str, int]]
+    server: ManagedServer | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.addresses)
+
+
+def zookeeper_classpath() -> str:
+    """The jars Debian's zkEnv.sh puts on CLASSPATH, plus a log4j binding."""
+    jars: list[str] = []
+    try:
+        text = (ZOOKEEPER_HOME / "bin" / "zkEnv.sh").read_text()
+        m = re.search(r'^CLASSPATH="?([^"\n]*)"?', text, re.MULTILINE)
+        if m:
+            jars = [p for p in m.group(1).split(":") if p.endswith(".jar")]
+    except OSError:
+        pass
+    if not jars:
+        jars = [str(JAVA_SHARE / "zookeeper.jar")]
+    jars += [str(JAVA_SHARE / j) for j in ZOOKEEPER_LOGGING_JARS]
+    missing = [j for j in jars if not Path(j).exists()]
+    if missing:
+        raise RuntimeError(f"ZooKeeper jars missing: {missing}; run scripts/install-zookeeper")
+    return ":".join(jars)
+
+
+@dataclass
+class ManagedServer:
+    kind: str  # "zkcompat" or "zookeeper"
+    workdir: Path
+    extra_cfg: dict = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    popen: subprocess.Popen | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def target(self) -> Target:
+        return Target(self.kind, [(HOST, self.port)], self)
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def _write_cfg(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(exist_ok=True)
+        cfg = {**BASE_CFG, "dataDir": self.data_dir, "clientPort": self.port, **self.extra_cfg}
+        path = self.workdir / "zoo.cfg"
+        path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+        return path
+
+    def _command(self, cfg: Path) -> tuple[list[str], dict]:
+        env = dict(os.environ)
+        if self.kind == "zookeeper":
+            log4j = self.workdir / "log4j.properties"
+            log4j.write_text(_LOG4J.format(log=self.workdir / "zookeeper.log"))
+            return ["java", ZOOKEEPER_HEAP_MAX, f"-Dlog4j.configuration=file:{log4j}",
+                    "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
+                    ZOOKEEPER_MAIN, str(cfg)], env
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
+                                            if p)
+        return [sys.executable, "-m", "zkcompat", "serve", "--config", str(cfg)], env
+
+    def start(self, probe_path: str = "/", timeout_s: float = START_TIMEOUT_S) -> float:
+        """Start and wait until a session can read probe_path; returns the seconds from
+        spawn to that first successful read."""
+        assert not self.alive(), f"{self.kind} is already running"
+        cmd, env = self._command(self._write_cfg())
+        out = open(self.workdir / f"{self.kind}.out", "ab")  # noqa: SIM115 - the child owns it
+        t0 = time.monotonic()
+        self.popen = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=out, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        out.close()
+        _running[self.popen.pid] = self.popen
+        try:
+            ready = wire.wait_serving(HOST, self.port, probe_path, timeout_s, self.alive)
+        except wire.WireError as e:
+            self.kill()
+            raise RuntimeError(f"{self.kind} did not start: {e}; see {self.workdir}") from None
+        return ready - t0
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.popen is not None:
+            _running.pop(self.popen.pid, None)
+
+    def kill(self) -> None:
+        if self.alive():
+            self.popen.kill()
+        if self.popen is not None:
+            self.popen.wait()
+            _running.pop(self.popen.pid, None)
+
+    def rss_bytes(self) -> int:
+        """VmRSS from /proc/PID/status."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for pid {self.pid}")
+
+    def disk_bytes(self) -> int:
+        """Bytes actually allocated under dataDir (ZooKeeper's logs are sparse, preallocated)."""
+        total = 0
+        for root, _, files in os.walk(self.data_dir):
+            for name in files:
+                try:
+                    total += os.stat(os.path.join(root, name)).st_blocks * 512
+                except OSError:
+                    pass
+        return total

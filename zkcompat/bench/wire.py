@@ -1,0 +1,119 @@
+"""The client side of the ZooKeeper protocol, as much as a load generator needs: session
+handshake, framed requests from zkcompat.jute records, reply headers. Blocking helpers
+for setup and probes; the load generator does its own non-blocking I/O."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import OpCode, Perms
+from zkcompat.jute.framing import FrameReader, frame
+
+OPEN_ACL = [r.ACL(int(Perms.ALL), r.Id("world", "anyone"))]
+REPLY_HEADER = struct.Struct(">iqi")  # xid, zxid, err
+NOTIFICATION_XID = -1  # ClientCnxn: a watch event, not a reply
+PING_XID = -2
+SESSION_TIMEOUT_MS = 30_000
+MAX_FRAME_BYTES = 16 << 20  # replies the bench reads are small; a bound against garbage
+
+
+class WireError(Exception):
+    pass
+
+
+def connect_request(timeout_ms: int = SESSION_TIMEOUT_MS) -> bytes:
+    return frame(r.ConnectRequest(0, 0, timeout_ms, 0, b"\0" * 16, False).to_bytes())
+
+
+def request(xid: int, op: int, record) -> bytes:
+    """One framed request: RequestHeader then the op's record (none for a few ops)."""
+    out = bytearray()
+    r.RequestHeader(xid, op).encode(out)
+    if record is not None:
+        record.encode(out)
+    return frame(out)
+
+
+class SyncSession:
+    """A blocking session for setup, checks and readiness probes (one request at a time)."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = 10.0,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = FrameReader(MAX_FRAME_BYTES)
+        self.frames: list[bytes] = []
+        self.xid = 0
+        self.sock.sendall(connect_request(session_timeout_ms))
+        resp, _ = r.ConnectResponse.decode(self._recv_frame(), 0)
+        if resp.sessionId == 0:
+            raise WireError("the server refused the session")
+        self.session_id = resp.sessionId
+
+    def _recv_frame(self) -> bytes:
+        while not self.frames:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise WireError("connection closed by the server")
+            self.frames.extend(self.reader.feed(data))
+        return self.frames.pop(0)
+
+    def call(self, op: int, record) -> tuple[int, bytes]:
+        """(err, reply body after the header)."""
+        self.xid += 1
+        self.sock.sendall(request(self.xid, op, record))
+        while True:
+            body = self._recv_frame()
+            xid, _, err = REPLY_HEADER.unpack_from(body)
+            if xid == self.xid:
+                return err, body[REPLY_HEADER.size :]
+            if xid not in (NOTIFICATION_XID, PING_XID):
+                raise WireError(f"reply xid {xid}, expected {self.xid}")
+
+    def create(self, path: str, data: bytes = b"") -> int:
+        return self.call(OpCode.CREATE, r.CreateRequest(path, data, OPEN_ACL, 0))[0]
+
+    def stat(self, path: str) -> r.Stat | None:
+        err, body = self.call(OpCode.EXISTS, r.ExistsRequest(path, False))
+        return None if err else r.Stat.decode(body, 0)[0]
+
+    def get_data(self, path: str) -> tuple[int, bytes | None]:
+        err, body = self.call(OpCode.GET_DATA, r.GetDataRequest(path, False))
+        return err, (None if err else r.GetDataResponse.decode(body, 0)[0].data)
+
+    def close(self) -> None:
+        try:
+            self.xid += 1
+            self.sock.sendall(request(self.xid, OpCode.CLOSE_SESSION, None))
+            self.sock.settimeout(2.0)
+            self._recv_frame()
+        except (OSError, WireError):
+            pass
+        finally:
+            self.sock.close()
+
+
+def wait_serving(host: str, port: int, path: str, timeout_s: float, alive=lambda: True,
+                 interval_s: float = 0.05) -> float:
+    """Poll until a session can read `path`; returns the monotonic time it first could."""
+    deadline = time.monotonic() + timeout_s
+    last = "never connected"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise WireError(f"the server exited before serving ({last})")
+        try:
+            s = SyncSession(host, port, timeout_s=2.0)
+            try:
+                err, _ = s.get_data(path)
+                if err == 0:
+                    return time.monotonic()
+                last = f"getData {path}: err {err}"
+            finally:
+                s.close()
+        except (OSError, WireError) as e:
+            last = f"{type(e).__name__}: {e}"
+        time.sleep(interval_s)
+    raise WireError(f"not serving {path} within {timeout_s}s: {last}")
