@@ -27,3 +27,18 @@ def test_invalid(path):
 def test_parent_of():
     assert parent_of("/a") == "/"
     assert parent_of("/a/b/c") == "/a/b"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from zkcompat.tree.paths import _path_problem_by_char  # noqa: E402
+
+_ALPHABET = st.sampled_from(["/", ".", "a", "b", "\0", "\x1f", "\x7f", "\x9f", "\ud800", "\uf8ff",
+                             "\ufff0", "\U0001f600", "é", " ", "z"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_ALPHABET, max_size=8).map("".join))
+def test_fast_check_agrees_with_the_character_loop(path):
+    assert (path_problem(path) is None) == (_path_problem_by_char(path) is None)

@@ -7,6 +7,7 @@ A protocol violation closes this connection (with a logged reason) and nothing e
 
 import asyncio
 import logging
+import struct
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, KeeperState, OpCode
@@ -54,6 +55,8 @@ MARSHALLED_WRITES = frozenset((
     OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK, OpCode.MULTI,
 ))
 MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
+
+_REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
 
 # Frames a client may pipeline after its ConnectRequest, before the session exists.
 PRE_SESSION_FRAMES_MAX = 1000
@@ -261,8 +264,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return
         session.cnxn = self
-        session.timeout_ms = timeout
-        pipeline.touch(session)
+        pipeline.tracker.set_timeout(session, timeout, now_ms())
         self.session = session
         self._state = "open"
         self.send(self._connect_response_bytes(session.session_id, timeout,
@@ -289,14 +291,12 @@ class Connection(asyncio.Protocol):
     def _on_request(self, payload) -> None:
         session = self.session
         pipeline = self.pipeline
-        try:
-            hdr, off = r.RequestHeader.decode(payload, 0)
-        except JuteError as e:
-            self.close(f"malformed RequestHeader: {e}")
+        if len(payload) < _REQUEST_HEADER.size:
+            self.close(f"RequestHeader needs 8 bytes, frame has {len(payload)}")
             return
-        pipeline.touch(session)
-        op = hdr.type
-        xid = hdr.xid
+        xid, op = _REQUEST_HEADER.unpack_from(payload)
+        off = _REQUEST_HEADER.size
+        session.last_active_ms = now_ms()  # the touch that keeps the session alive
         cls = REQUEST_RECORD.get(op)
         record = None
         is_write = None

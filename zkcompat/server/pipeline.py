@@ -105,9 +105,6 @@ class Pipeline:
         for sid, timeout in self.tree.sessions.items():
             self.tracker.add(Session(sid, timeout), now)
 
-    def touch(self, session: Session) -> None:
-        self.tracker.touch(session, _mono_ms())
-
     # -- effects of the peer ------------------------------------------------------
 
     def _obey(self, effects: Effects) -> None:

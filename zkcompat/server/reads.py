@@ -4,10 +4,46 @@ Each returns the response record (or None) and raises KeeperError for an error r
 checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
 """
 
+import struct
+
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, WatcherType
 from zkcompat.tree.acl import PERM_ADMIN, PERM_READ, acl_to_records, check_acl, java_auth_order
 from zkcompat.tree.errors import KeeperError
+
+_I32 = struct.Struct(">i")
+_NULL_BUFFER = _I32.pack(-1)
+
+
+class _DataAndStat:
+    """GetDataResponse's wire form straight from the node (no Stat or response objects)."""
+
+    __slots__ = ("data", "stat")
+
+    def __init__(self, node):
+        self.data = node.data
+        self.stat = node.stat_bytes()
+
+    def encode(self, out: bytearray) -> None:
+        data = self.data
+        if data is None:
+            out += _NULL_BUFFER
+        else:
+            out += _I32.pack(len(data))
+            out += data
+        out += self.stat
+
+
+class _StatOnly:
+    """ExistsResponse's wire form: just the Stat."""
+
+    __slots__ = ("stat",)
+
+    def __init__(self, node):
+        self.stat = node.stat_bytes()
+
+    def encode(self, out: bytearray) -> None:
+        out += self.stat
 
 
 def _node(server, path):
@@ -30,7 +66,7 @@ def read_exists(server, req, rec, cnxn):
         server.watches.add_data_watch(path, cnxn)
     if node is None:
         raise KeeperError(Code.NONODE, path)
-    return r.ExistsResponse(node.stat())
+    return _StatOnly(node)
 
 
 def read_get_data(server, req, rec, cnxn):
@@ -38,7 +74,7 @@ def read_get_data(server, req, rec, cnxn):
     check_acl(node.acl, PERM_READ, req.auth_ids)
     if rec.watch and cnxn is not None:
         server.watches.add_data_watch(rec.path, cnxn)
-    return r.GetDataResponse(node.data, node.stat())
+    return _DataAndStat(node)
 
 
 def _children(server, req, rec, cnxn):
@@ -199,4 +235,9 @@ READ = {
     OpCode.MULTI_READ: read_multi_read,
 }
 
-MULTI_READ = {OpCode.GET_DATA: read_get_data, OpCode.GET_CHILDREN: read_get_children}
+def _multi_get_data(server, req, rec, cnxn):
+    body = read_get_data(server, req, rec, cnxn)
+    return r.GetDataResponse(body.data, r.Stat.from_bytes(body.stat))
+
+
+MULTI_READ = {OpCode.GET_DATA: _multi_get_data, OpCode.GET_CHILDREN: read_get_children}

@@ -44,20 +44,26 @@ def initial_session_id(server_id: int, now_ms: int) -> int:
 
 
 class Session:
-    __slots__ = ("session_id", "timeout_ms", "expire_tick", "cnxn", "queue", "closing")
+    __slots__ = ("session_id", "timeout_ms", "expire_tick", "last_active_ms", "cnxn", "queue",
+                 "closing")
 
     def __init__(self, session_id: int, timeout_ms: int):
         self.session_id = session_id
         self.timeout_ms = timeout_ms
         self.expire_tick = 0
+        self.last_active_ms = 0  # a touch is just this store; expiry re-checks it lazily
         self.cnxn = None  # the connection currently attached, if any
         self.queue: deque = deque()  # requests not yet answered, in arrival order
         self.closing = False
 
 
 class SessionTracker:
-    """Expiry buckets of tick_ms width, as ZooKeeper's ExpiryQueue: a session touched at
-    time t expires at the first bucket boundary at or after t + timeout."""
+    """Expiry buckets of tick_ms width, as ZooKeeper's ExpiryQueue: a session last active at
+    time t expires at the first bucket boundary after t + timeout.
+
+    A touch (every request, every ping) only records the time; a session is moved to a
+    later bucket when its bucket comes due and it turns out to have been active, so the
+    request path pays one attribute store."""
 
     def __init__(self, tick_ms: int, server_id: int, now_ms: int):
         self.tick_ms = tick_ms
@@ -74,41 +80,54 @@ class SessionTracker:
         t = now_ms + timeout_ms
         return (t // self.tick_ms + 1) * self.tick_ms
 
-    def add(self, session: Session, now_ms: int) -> None:
-        self.sessions[session.session_id] = session
-        self.touch(session, now_ms)
-
-    def touch(self, session: Session, now_ms: int) -> None:
-        if session.closing:
-            return
-        tick = self._bucket(now_ms, session.timeout_ms)
+    def _place(self, session: Session) -> None:
+        tick = self._bucket(session.last_active_ms, session.timeout_ms)
         if tick == session.expire_tick:
             return
+        self._unplace(session)
+        session.expire_tick = tick
+        self._buckets.setdefault(tick, set()).add(session.session_id)
+
+    def _unplace(self, session: Session) -> None:
         old = self._buckets.get(session.expire_tick)
         if old is not None:
             old.discard(session.session_id)
             if not old:
                 del self._buckets[session.expire_tick]
-        session.expire_tick = tick
-        self._buckets.setdefault(tick, set()).add(session.session_id)
+
+    def add(self, session: Session, now_ms: int) -> None:
+        self.sessions[session.session_id] = session
+        session.last_active_ms = now_ms
+        self._place(session)
+
+    def touch(self, session: Session, now_ms: int) -> None:
+        session.last_active_ms = now_ms
+
+    def set_timeout(self, session: Session, timeout_ms: int, now_ms: int) -> None:
+        """A reconnect may negotiate a different timeout; the deadline moves with it."""
+        session.timeout_ms = timeout_ms
+        session.last_active_ms = now_ms
+        self._place(session)
 
     def remove(self, session_id: int) -> Session | None:
         session = self.sessions.pop(session_id, None)
         if session is not None:
-            bucket = self._buckets.get(session.expire_tick)
-            if bucket is not None:
-                bucket.discard(session_id)
-                if not bucket:
-                    del self._buckets[session.expire_tick]
+            self._unplace(session)
         return session
 
     def expired(self, now_ms: int) -> list[Session]:
-        """Sessions whose bucket has passed; they are marked closing and leave the queue."""
+        """Sessions whose deadline has passed; they are marked closing and leave the queue.
+        Sessions in a due bucket that were active meanwhile move to their new bucket."""
         out = []
         for tick in sorted(t for t in self._buckets if t <= now_ms):
             for sid in self._buckets.pop(tick):
                 session = self.sessions.get(sid)
-                if session is not None and not session.closing:
+                if session is None or session.closing:
+                    continue
+                session.expire_tick = 0
+                if self._bucket(session.last_active_ms, session.timeout_ms) > now_ms:
+                    self._place(session)
+                else:
                     session.closing = True
                     out.append(session)
         return out

@@ -5,12 +5,18 @@ new versions) is in the Txn, so every replica that applies the same Txns in zxid
 holds the same tree. It returns the change events; delivering them is the server's job.
 """
 
+import struct
+
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, EventType, OpCode
 from zkcompat.tree import quota
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, AclTuple, acl_from_records
 from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
 from zkcompat.tree.txn import Txn
+
+# Stat{long czxid, mzxid, ctime, mtime; int version, cversion, aversion; long ephemeralOwner;
+# int dataLength, numChildren; long pzxid}
+_STAT = struct.Struct(">qqqqiiiqiiq")
 
 # EphemeralType: ephemeralOwner values that are not session ids.
 CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000  # Long.MIN_VALUE
@@ -63,6 +69,18 @@ class ZNode:
         n = 0 if children is None else len(children)
         owner = self.ephemeralOwner
         return r.Stat(
+            self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
+            self.aversion, owner if is_session_owner(owner) else 0,
+            0 if data is None else len(data), n, self.pzxid,
+        )
+
+    def stat_bytes(self) -> bytes:
+        """stat() already serialised (the Stat record's wire form), for the read path."""
+        data = self.data
+        children = self.children
+        n = 0 if children is None else len(children)
+        owner = self.ephemeralOwner
+        return _STAT.pack(
             self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
             self.aversion, owner if is_session_owner(owner) else 0,
             0 if data is None else len(data), n, self.pzxid,

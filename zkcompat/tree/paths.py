@@ -1,5 +1,7 @@
 """Znode path rules, as ZooKeeper's PathUtils.validatePath states them."""
 
+import re
+
 from zkcompat.jute.constants import Code
 from zkcompat.tree.errors import KeeperError
 
@@ -23,8 +25,20 @@ def _invalid_char(c: str) -> bool:
     )
 
 
+# Characters PathUtils refuses (see _invalid_char), for a one-pass check of ordinary paths.
+_BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
+
+
 def path_problem(path: str | None) -> str | None:
     """The reason `path` is not a valid znode path, or None if it is."""
+    if (path and path[0] == "/" and path[-1] != "/" and "//" not in path and "/." not in path
+            and _BAD_CHAR.search(path) is None):
+        return None  # the common case, decided without a Python-level loop
+    return _path_problem_by_char(path)
+
+
+def _path_problem_by_char(path: str | None) -> str | None:
+    """PathUtils.validatePath, character by character."""
     if path is None:
         return "path is null"
     n = len(path)
