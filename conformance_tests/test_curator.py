@@ -142,7 +142,9 @@ def _check_passed(kind: str, code: int, lines: list[str], stderr: str, server) -
     report = _report(kind, code, lines, stderr, server)
     assert code == 0, report
     assert lines and lines[-1] == "DONE failures=0", report
-    passed = [line.split(":", 1)[0].removeprefix("PASS ") for line in lines if line.startswith("PASS ")]
+    passed = [
+        line.split(":", 1)[0].removeprefix("PASS ") for line in lines if line.startswith("PASS ")
+    ]
     assert passed == list(PARTS), report
 
 
@@ -157,12 +159,16 @@ def test_curator_recipes_against_zookeeper(reference_run, curator_servers) -> No
     _check_passed(reference.kind, *reference_run, reference)
 
 
-def test_curator_recipes_against_zkcompat(curator_classes: Path, curator_servers, reference_run) -> None:
+def test_curator_recipes_against_zkcompat(
+    curator_classes: Path, curator_servers, reference_run
+) -> None:
     """Every part passes against zkcompat, with the same transcript as ZooKeeper's."""
     _, candidate = curator_servers
     actual = run_exercise(curator_classes, candidate)
     _check_passed(candidate.kind, *actual, candidate)
     expected = reference_run[1]
     if actual[1] != expected:
-        diff = "\n".join(difflib.unified_diff(expected, actual[1], "zookeeper", "zkcompat", lineterm=""))
+        diff = "\n".join(
+            difflib.unified_diff(expected, actual[1], "zookeeper", "zkcompat", lineterm="")
+        )
         pytest.fail(f"Curator transcript differs from ZooKeeper's:\n{diff}")

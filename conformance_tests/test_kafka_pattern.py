@@ -122,7 +122,11 @@ def kafka_broker_registration(env):
     expect(env, epoch1 is not None and epoch2 is not None and epoch2 > epoch1, "the epoch grew")
     other = Api(env, "broker 2")
     epoch3 = register_broker(other, "register broker 2", ids, 2)
-    expect(env, epoch3 is not None and epoch2 is not None and epoch3 > epoch2, "later brokers, later epochs")
+    expect(
+        env,
+        epoch3 is not None and epoch2 is not None and epoch3 > epoch2,
+        "later brokers, later epochs",
+    )
     env.call("children", admin.get_children, ids)
 
 

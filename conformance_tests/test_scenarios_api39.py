@@ -104,7 +104,7 @@ EVENT_TYPES = {
 }
 KEEPER_STATES = {3: "SyncConnected", 5: "ConnectedReadOnly", -112: "Expired"}
 # ZooDefs.Perms
-READ, WRITE, CREATE, DELETE, ADMIN = 1, 2, 4, 8, 16
+READ = 1
 PERMS_ALL = 31
 OPEN = ((PERMS_ALL, "world", "anyone"),)
 
@@ -549,21 +549,8 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
         time.sleep(POLL_S)
 
 
-def ephemeral_paths(zk, paths: list[str]) -> None:
-    for p in paths:
-        zk.create(p, b"", ephemeral=True)
-
-
-def read_only_acl() -> list[ACL]:
-    return [ACL(READ, Id("world", "anyone"))]
-
-
 def no_read_acl() -> list[ACL]:
     return [ACL(PERMS_ALL & ~READ, Id("world", "anyone"))]
-
-
-def acl_tuple(acls) -> tuple:
-    return tuple((a.perms, a.id.scheme, a.id.id) for a in acls)
 
 
 # ================================================================ containers
@@ -1107,8 +1094,12 @@ def reconfig_refused_on_standalone(env):
         dec_data_stat,
     )
     api.exists("session still usable", env.base)
-    api.call("getConfig (getData /zookeeper/config)", OP_GET_DATA, path_watch("/zookeeper/config"),
-             lambda body: ("data+stat", len(body) > 0))
+    api.call(
+        "getConfig (getData /zookeeper/config)",
+        OP_GET_DATA,
+        path_watch("/zookeeper/config"),
+        lambda body: ("data+stat", len(body) > 0),
+    )
 
 
 @scenario
@@ -1116,7 +1107,9 @@ def sasl_packet_without_sasl(env):
     """A SASL (102) token on a server without SASL configured: ZooKeeper answers
     a SetSASLResponse and the session goes on."""
     api = Api(env, "s")
-    api.call("sasl", OP_SASL, buffer(b"\x00\x01token"), lambda body: ("token", Reader(body).buffer()))
+    api.call(
+        "sasl", OP_SASL, buffer(b"\x00\x01token"), lambda body: ("token", Reader(body).buffer())
+    )
     api.call("next request", OP_EXISTS, path_watch("/"), lambda body: "stat")
 
 
@@ -1304,7 +1297,7 @@ def getephemerals_prefix_rules(env):
     b = env.base
     api.create("dir", f"{b}/e")
     for path in (f"{b}/e/one", f"{b}/eph", f"{b}/e/two", f"{b}/x"):
-        api.create(f"ephemeral {path[len(b):]}", path, flags=EPHEMERAL)
+        api.create(f"ephemeral {path[len(b) :]}", path, flags=EPHEMERAL)
     api.create("sequential ephemeral", f"{b}/e/s-", flags=EPHEMERAL_SEQUENTIAL)
     other.create("other session's", f"{b}/e/other", flags=EPHEMERAL)
     api.create("persistent not listed", f"{b}/e/persistent")
@@ -1529,8 +1522,12 @@ def quota_update_and_delete(env):
     zk.create(f"{b}/q/x", b"abc", makepath=True)
     set_quota(env, zk, f"{b}/q", count=5)
     quota = QUOTA_ROOT + f"{b}/q"
-    env.call("setquota -B 100 (rewrite)", zk.set, quota + "/zookeeper_limits",
-             quota_limits_text(count=5, bytes_hard=100))
+    env.call(
+        "setquota -B 100 (rewrite)",
+        zk.set,
+        quota + "/zookeeper_limits",
+        quota_limits_text(count=5, bytes_hard=100),
+    )
     list_quota(env, zk, f"{b}/q", "after update")
     env.call("quota dir children", zk.get_children, quota)
     del_quota(zk, f"{b}/q")

@@ -140,7 +140,7 @@ def gone(env, api: Api, label: str, path: str, within_s: float = GONE_WITHIN_S) 
     poller = env.raw()
     ok = wait_until(lambda: poller.exists(path).err != 0, within_s)
     poller.close_session_quietly()
-    expect(env, ok, f"{label}: {path[len(env.base):]} removed within {within_s}s")
+    expect(env, ok, f"{label}: {path[len(env.base) :]} removed within {within_s}s")
 
 
 def stays(env, api: Api, label: str, path: str, for_s: float = STAYS_FOR_S) -> None:
@@ -449,8 +449,11 @@ def quota_hard_count_limit(env):
     zk.create(f"{b}/q", b"")
     set_quota(env, zk, f"{b}/q", count_hard=3)
     results = [api.create(f"create n{i}", f"{b}/q/n{i}") for i in range(4)]
-    expect(env, results[-1] is not None and results[-1].err == QUOTA_EXCEEDED,
-           "the reference enforces the hard count limit")
+    expect(
+        env,
+        results[-1] is not None and results[-1].err == QUOTA_EXCEEDED,
+        "the reference enforces the hard count limit",
+    )
     api.delete("delete n0", f"{b}/q/n0")
     api.create("create after making room", f"{b}/q/n9")
     api.create("sequential over the limit", f"{b}/q/s-", flags=PERSISTENT_SEQUENTIAL)
@@ -520,7 +523,10 @@ def quota_in_multi(env):
     )
     api.multi(
         "multi: set then create",
-        [(OP_SET_DATA, set_data_payload(f"{b}/q/m0", b"x")), (OP_CREATE, create_payload(f"{b}/q/z"))],
+        [
+            (OP_SET_DATA, set_data_payload(f"{b}/q/m0", b"x")),
+            (OP_CREATE, create_payload(f"{b}/q/z")),
+        ],
     )
     api.get_children2("children", f"{b}/q")
     list_quota(env, zk, f"{b}/q", "final")

@@ -95,9 +95,15 @@ def assert_versions(ref: list, cand: list, expected_38: list, expected_39: list)
     )
     assert cand == expected_39, (
         "zkcompat does not behave as ZooKeeper 3.9:\n"
-        + "\n".join(f"{'  ' if a == b else '! '}{b!r}    (3.9: {a!r})"
-                    for a, b in zip(expected_39, cand, strict=False))
-        + (f"\n(length {len(cand)}, 3.9: {len(expected_39)})" if len(cand) != len(expected_39) else "")
+        + "\n".join(
+            f"{'  ' if a == b else '! '}{b!r}    (3.9: {a!r})"
+            for a, b in zip(expected_39, cand, strict=False)
+        )
+        + (
+            f"\n(length {len(cand)}, 3.9: {len(expected_39)})"
+            if len(cand) != len(expected_39)
+            else ""
+        )
     )
 
 
@@ -223,14 +229,17 @@ def create2_in_multi(env):
     result = api.call(
         "multi",
         OP_MULTI,
-        multi_payload([(OP_CREATE, create_payload(f"{b}/a")), (OP_CREATE2, create_payload(f"{b}/b"))]),
+        multi_payload(
+            [(OP_CREATE, create_payload(f"{b}/a")), (OP_CREATE2, create_payload(f"{b}/b"))]
+        ),
         dec_multi_shape,
     )
     stat = api.exists("exists b", f"{b}/b")
     if result and result.value and stat and stat.value:
-        env.record("create2 result Stat == exists Stat", [
-            r[2][1] == stat.value for r in result.value if r[0] == OP_CREATE2
-        ])
+        env.record(
+            "create2 result Stat == exists Stat",
+            [r[2][1] == stat.value for r in result.value if r[0] == OP_CREATE2],
+        )
 
 
 def dec_multi_shape(body: bytes):
@@ -285,7 +294,9 @@ def exists_without_read(env):
     owner = env.client()
     b = env.base
     owner.create(f"{b}/secret", b"", acl=no_read_acl())
-    result = api.call("exists secret", 3, path_payload(f"{b}/secret") + b"\x00", lambda body: "stat")
+    result = api.call(
+        "exists secret", 3, path_payload(f"{b}/secret") + b"\x00", lambda body: "stat"
+    )
     env.record("exists answered", result is not None)
 
 
@@ -312,16 +323,27 @@ def test_checkwatches_removewatches_persistent_types(zk_servers) -> None:
     labels = [e[0] for e in ref]
     common = ref[: labels.index("getData d +watch") + 1]
     checks = [
-        "check p PERSISTENT", "check p RECURSIVE", "check r PERSISTENT", "check r RECURSIVE",
-        "check d PERSISTENT", "check d RECURSIVE",
-        "remove p PERSISTENT", "remove r RECURSIVE", "remove r RECURSIVE again",
+        "check p PERSISTENT",
+        "check p RECURSIVE",
+        "check r PERSISTENT",
+        "check r RECURSIVE",
+        "check d PERSISTENT",
+        "check d RECURSIVE",
+        "remove p PERSISTENT",
+        "remove r RECURSIVE",
+        "remove r RECURSIVE again",
     ]
     answers_39 = [OK, NO_WATCHER, NO_WATCHER, OK, NO_WATCHER, NO_WATCHER, OK, OK, NO_WATCHER]
     tail = entries(ref, "set p") + entries(ref, "create r/x")
-    expected_38 = common + [(c, MARSHALLING) for c in checks] + tail + [
-        ("w event", ("NodeDataChanged", "SyncConnected", "<base>/p")),
-        ("w event", ("NodeCreated", "SyncConnected", "<base>/r/x")),
-    ]
+    expected_38 = (
+        common
+        + [(c, MARSHALLING) for c in checks]
+        + tail
+        + [
+            ("w event", ("NodeDataChanged", "SyncConnected", "<base>/p")),
+            ("w event", ("NodeCreated", "SyncConnected", "<base>/r/x")),
+        ]
+    )
     expected_39 = common + list(zip(checks, answers_39, strict=True)) + tail
     assert_versions(ref, cand, expected_38, expected_39)
 
@@ -527,7 +549,9 @@ def test_createttl_with_plain_mode_and_no_ttl_does_not_kill_the_server(tmp_path)
                 if rc is not None:
                     rc.close()
             time.sleep(EXIT_GRACE_S)  # a dying server may take a moment to go
-            assert server.is_alive(), f"zkcompat exited after flags={flags}: {answers}\n{server.log_tail()}"
+            assert server.is_alive(), (
+                f"zkcompat exited after flags={flags}: {answers}\n{server.log_tail()}"
+            )
         server.stop()
         server = start_zkcompat(tmp_path / "zkcompat")  # replays whatever was logged
     finally:
