@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Listener
+from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
 from zkcompat.recipes import FencedResource, Sequencer, StaleTokenError
@@ -64,5 +64,5 @@ class LedgerService:
                 conn.send(self.write(request))
 
 
-def ledger_client(address: tuple[str, int]):
+def ledger_client(address: tuple[str, int]) -> Connection:
     return Client(address, authkey=AUTHKEY)

@@ -94,6 +94,8 @@ class ZnodeTokenStore:
         self._ensured = False
 
     def _node(self, key: str) -> str:
+        if not key:
+            raise ValueError("a fenced object needs a non-empty key")
         return f"{self.path}/{quote(key, safe='')}"
 
     def advance(self, key: str, token: int) -> int:
