@@ -7,21 +7,14 @@ real ZooKeeper (so a failure on zkcompat alone is known to be the server's)."""
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from kazoo.client import KazooClient  # noqa: E402
-
-from conformance_tests.servers import (  # noqa: E402
+from conformance_tests.servers import (
     ServerProcess,
     ServerStartError,
     start_zkcompat,
@@ -30,7 +23,8 @@ from conformance_tests.servers import (  # noqa: E402
 )
 
 TICK_TIME_MS = 200  # session timeouts between 0.4 s and 4 s: fault tests stay short
-# The herd test opens 100+ sessions from 127.0.0.1; ZooKeeper's default limit is 60.
+# Our own pair of servers rather than the shared `zookeeper`/`zkcompat` fixtures: the herd
+# test opens 100+ sessions from 127.0.0.1, past the default maxClientCnxns of 60.
 SERVER_CFG = {"maxClientCnxns": 0}
 CLIENT_START_TIMEOUT_S = 15.0
 SESSION_TIMEOUT_S = 4.0  # the longest the servers allow (20 ticks): no spurious expiry
