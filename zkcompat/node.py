@@ -48,7 +48,7 @@ def build_standalone(config: Config) -> ServerContext:
     snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,
                               purge=config.purge_interval_hours > 0)
     pipeline.on_applied = snapshotter.txn_applied
-    pipeline.on_log_failure = _stop_acknowledging
+    pipeline.on_fatal = _stop_acknowledging
     ctx = ServerContext(config, pipeline, datadir, snapshotter)
     ctx.admin = Admin(ctx)
     return ctx

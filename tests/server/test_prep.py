@@ -127,3 +127,20 @@ def test_version_wraps_past_minus_one(h):
     from zkcompat.server.prep import _next_version
     assert _next_version(0x7FFFFFFF, -1, "/p") == -(1 << 31)
     assert _next_version(-2, -1, "/p") == 0  # never -1 (ZOOKEEPER-4743)
+
+
+def test_the_op_picks_the_txn_record(h):
+    """createContainer makes a CreateContainerTxn whatever its flags; createTTL needs a TTL
+    mode; a container mode on a plain create makes a plain CreateTxn (pRequest2TxnCreate)."""
+    t = h.submit(OpCode.CREATE_CONTAINER, create("/c", flags=0))
+    assert type(t.body) is r.CreateContainerTxn
+    t = h.submit(OpCode.CREATE, create("/p", flags=4))
+    assert type(t.body) is r.CreateTxn and not t.body.ephemeral
+    h.prep.extended_types = True
+    t = h.submit(OpCode.CREATE_TTL, r.CreateTTLRequest("/t", b"", WORLD, 0, 100))
+    assert t.body.err == Code.BADARGUMENTS
+    t = h.submit(OpCode.CREATE_TTL, r.CreateTTLRequest("/t", b"", WORLD, 5, 100))
+    assert type(t.body) is r.CreateTTLTxn and t.body.ttl == 100
+    h.apply_all()
+    assert h.tree.nodes["/c"].ephemeralOwner == -0x8000000000000000
+    assert "/t" in h.tree.ttls

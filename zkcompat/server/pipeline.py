@@ -63,7 +63,7 @@ class Pipeline:
         self._proposed: deque[Request] = deque()  # writes proposed, not yet applied, zxid order
         self._sync_task: asyncio.Task | None = None
         self.on_applied = _nothing  # after every applied txn (the snapshotter counts them)
-        self.on_log_failure = _nothing  # the log could not sync: stop acknowledging
+        self.on_fatal = _nothing  # the log cannot sync or apply failed: stop serving
         self.stats = {"packets_received": 0, "packets_sent": 0, "outstanding": 0}
 
     # -- entry points -------------------------------------------------------------
@@ -120,20 +120,28 @@ class Pipeline:
         """One sync covers every txn appended before it started; the next gathers meanwhile."""
         try:
             while self.txn_log.has_unsynced:
-                zxid = await self.txn_log.sync()
+                try:
+                    zxid = await self.txn_log.sync()
+                except Exception:
+                    # A log we cannot sync must never acknowledge a write.
+                    log.exception("event=txn_log_sync_failed action=stop_server")
+                    self.on_fatal()
+                    raise
                 self._obey(self.peer.on_persisted(zxid))
-        except Exception:
-            # A log we cannot sync must never acknowledge a write.
-            log.exception("event=txn_log_sync_failed action=stop_server")
-            self.on_log_failure()
-            raise
         finally:
             self._sync_task = None
 
     # -- apply and answer ---------------------------------------------------------
 
     def _apply(self, txn) -> None:
-        rc = self.tree.apply(txn)
+        try:
+            rc = self.tree.apply(txn)
+        except Exception:
+            # Our bug, in a txn already durable: the tree may be half-changed, so serve
+            # nothing more from it. Restart replays the log (and names the txn if it fails).
+            log.exception("event=apply_failed zxid=0x%x txn=%r action=stop_server", txn.zxid, txn)
+            self.on_fatal()
+            raise
         self.prep.applied(txn.zxid)
         self.on_applied()
         if rc.events:

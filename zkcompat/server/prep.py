@@ -29,7 +29,7 @@ from zkcompat.tree.datatree import (
 )
 from zkcompat.tree.errors import KeeperError
 from zkcompat.tree.paths import SPECIAL_PATHS, split_parent, validate_path
-from zkcompat.tree.txn import Txn
+from zkcompat.tree.txn import TXN_RECORD, Txn
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,11 @@ class Prep:
         except KeeperError as e:
             hdr.type = OpCode.ERROR
             return Txn(hdr, r.ErrorTxn(e.code))
+        if not _record_fits(req.type, body):
+            # Our own bug; refusing here keeps a txn apply cannot read out of the log.
+            log.error("event=prep_bug op=%d body=%r action=reply_systemerror", req.type, body)
+            hdr.type = OpCode.ERROR
+            return Txn(hdr, r.ErrorTxn(Code.SYSTEMERROR))
         self._commit_records(pending)
         return Txn(hdr, body)
 
@@ -204,8 +209,6 @@ class Prep:
             mode = CreateMode(rec.flags)
         except ValueError:
             raise KeeperError(Code.BADARGUMENTS, path) from None
-        if op_type == OpCode.CREATE_CONTAINER:
-            mode = CreateMode.CONTAINER
         # validateCreateRequest
         if mode in _TTL and not self.extended_types:
             raise KeeperError(Code.UNIMPLEMENTED, path)
@@ -231,10 +234,14 @@ class Prep:
             raise KeeperError(Code.NOCHILDRENFOREPHEMERALS, path)
         new_cversion = parent.cversion + 1
         self._check_quota(path, None, rec.data, 1)
-        if mode == CreateMode.CONTAINER:
+        # The op, not the mode, picks the txn (pRequest2TxnCreate); the owner is what
+        # applying that txn will give the node.
+        if op_type == OpCode.CREATE_CONTAINER:
             owner = CONTAINER_EPHEMERAL_OWNER
             body = r.CreateContainerTxn(path, rec.data, _acl_records(acl), new_cversion)
-        elif mode in _TTL:
+        elif op_type == OpCode.CREATE_TTL:
+            if mode not in _TTL:
+                raise KeeperError(Code.BADARGUMENTS, path)  # a TTL txn needs a TTL mode
             owner = ttl_ephemeral_owner(ttl)
             body = r.CreateTTLTxn(path, rec.data, _acl_records(acl), new_cversion, ttl)
         else:
@@ -377,6 +384,12 @@ class Prep:
             pending.append(ChangeRecord(zxid, path, False))
         self._closing[session] = zxid
         return r.CloseSessionTxn(ordered)
+
+
+def _record_fits(op_type: int, body) -> bool:
+    if op_type == OpCode.MULTI:
+        return all(type(sub) is TXN_RECORD.get(t) for t, sub in body)
+    return type(body) is TXN_RECORD.get(op_type)
 
 
 def _acl_records(acl) -> list:

@@ -71,7 +71,13 @@ class DataDir:
                         + ("Snapshot problems: " + "; ".join(problems) + ". " if problems else "")
                         + "Restore the dataDir from a backup, or remove it and let this server "
                         "resync from the ensemble.")
-                tree.apply(txn)
+                try:
+                    tree.apply(txn)
+                except Exception as e:
+                    raise RecoveryError(
+                        f"applying txn 0x{txn.zxid:x} ({txn!r}) failed: {e!r}. This is a "
+                        "zkcompat bug; keep this dataDir for the report and restore from a "
+                        "backup or another server's copy.") from e
                 prev = txn.zxid
                 n += 1
         except LogCorruption as e:

@@ -23,6 +23,7 @@ TXN_RECORD = {
     OpCode.CREATE_SESSION: r.CreateSessionTxn,
     OpCode.CLOSE_SESSION: r.CloseSessionTxn,
     OpCode.ERROR: r.ErrorTxn,
+    OpCode.RECONFIG: r.SetDataTxn,
 }
 
 
