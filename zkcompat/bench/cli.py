@@ -1,7 +1,7 @@
 """scripts/bench: zkcompat and Apache ZooKeeper, started in the same run with the same
 zoo.cfg (forceSync=yes, standalone), measured alike, printed side by side with the ratio.
 
-  scripts/bench                 full: writes 2 x 15 s per workload, recovery of 1,000,000 znodes
+  scripts/bench                 full: writes 3 x 15 s per workload, recovery of 1,000,000 znodes
   scripts/bench --quick         short runs and 100,000 znodes (a few minutes)
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: throughput only
@@ -25,7 +25,7 @@ from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
 from zkcompat.bench.workloads import WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
-FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 2, "znodes": 1_000_000}
+FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000}
 QUICK = {"duration": 6.0, "warmup": 2.0, "repeats": 1, "znodes": 100_000}
 
 

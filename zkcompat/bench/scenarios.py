@@ -56,7 +56,7 @@ def throughput(targets: list[Target], workload: str, shape: ClientShape, duratio
         Row(title, "error replies", fmt="{:,.0f}"),
     ]
     for name, results in runs.items():
-        best = sorted(results, key=lambda r: r.throughput)[len(results) // 2]  # median run
+        best = sorted(results, key=lambda r: r.throughput)[(len(results) - 1) // 2]  # median run (lower of two)
         rows[0].values[name] = best.throughput
         rows[1].values[name] = best.percentile(0.5)
         rows[2].values[name] = best.percentile(0.99)
