@@ -437,3 +437,18 @@ def test_adler32_is_what_zookeeper_writes():
     rec = zkformat.build_log_record(b"abc")
     assert int.from_bytes(rec[:8], "big") == zlib.adler32(b"abc")
     assert rec[8:12] == (3).to_bytes(4, "big") and rec[-1:] == b"B"
+
+
+def test_snapshot_of_zookeeper_39_with_last_processed_zxid(tmp_path):
+    """3.9.3+ appends lastProcessedZxid and a third seal; older readers stop before it."""
+    tree, _ = history(9, 50)
+    raw = zk_snapshot_bytes(tree, digest=(tree.last_processed_zxid, 2, 7))
+    raw += zkformat.Int64sb.build(0x1234)
+    raw += zkformat.Seal.build({"checksum": zlib.adler32(raw), "path": "/"})
+    (tmp_path / "snapshot.20").write_bytes(raw)
+    snap = zkformat.read_snapshot(tmp_path / "snapshot.20")
+    assert snap.last_processed_zxid == 0x1234 and len(snap.sealed) == 3
+    assert snap.zxid == 0x20  # the file name decides, as FileSnap.deserialize does
+    (tmp_path / "snapshot.21").write_bytes(raw + b"\x00")
+    with pytest.raises(ZkFormatError, match="unexpected bytes"):
+        zkformat.read_snapshot(tmp_path / "snapshot.21")
