@@ -55,6 +55,11 @@ MARSHALLED_WRITES = frozenset((
     OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK, OpCode.MULTI,
 ))
 MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
+MULTI_READ_OPS = frozenset((OpCode.GET_DATA, OpCode.GET_CHILDREN))
+MULTI_WRITE_OPS = frozenset((
+    OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
+    OpCode.SET_DATA, OpCode.CHECK,
+))
 
 _REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
 
@@ -305,11 +310,15 @@ class Connection(asyncio.Protocol):
                 record, _ = cls.decode(payload, off)
             elif op in MULTI_OPS:
                 record, _ = decode_multi_request(payload, off)
+                allowed = MULTI_READ_OPS if op == OpCode.MULTI_READ else MULTI_WRITE_OPS
+                if any(t not in allowed for t, _ in record):
+                    # MultiOperationRecord refuses the wrong kind of op: an IOException.
+                    raise JuteError("op of the wrong kind for this multi")
             elif op == OpCode.AUTH:
                 self._on_auth(xid, payload, off)
                 return
             elif op == OpCode.SASL:
-                self.close("SASL authentication is not supported")
+                self._on_sasl(xid, payload, off)
                 return
             elif op == OpCode.CREATE_SESSION:
                 # Only the handshake creates sessions; ZooKeeper's prep cannot parse this.
@@ -330,6 +339,8 @@ class Connection(asyncio.Protocol):
         req = Request(session.session_id, xid, op, record, self, self.auth_ids)
         if is_write is not None:
             req.is_write = is_write
+        elif op == OpCode.CHECK:
+            req.is_write = False  # alone it is refused (3.9.3, ZOOKEEPER-2623): see reads
         pipeline.submit(session, req)
         if len(session.queue) >= self.server.config.outstanding_requests_max:
             self._pause_reading()
@@ -354,6 +365,18 @@ class Connection(asyncio.Protocol):
             self.close_after_flush("authentication failed")
             return
         req = Request(self.session.session_id, xid, OpCode.AUTH, err, self, self.auth_ids)
+        self.pipeline.submit(self.session, req)
+
+    def _on_sasl(self, xid: int, payload, off: int) -> None:
+        """No SASL is configured: ZooKeeper answers a null token and the session goes on
+        (processSasl); a token it cannot parse drops the connection."""
+        try:
+            r.GetSASLRequest.decode(payload, off)
+        except JuteError as e:
+            self.close(f"malformed SASL packet: {e}")
+            return
+        req = Request(self.session.session_id, xid, OpCode.SASL, r.SetSASLResponse(None), self,
+                      self.auth_ids)
         self.pipeline.submit(self.session, req)
 
     def _unimplemented(self, xid: int, op: int) -> None:

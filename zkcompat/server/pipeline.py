@@ -206,6 +206,8 @@ class Pipeline:
             return encode_reply(PING_XID, zxid, 0, None)  # whatever xid the client used
         if req.type == OpCode.AUTH:
             return encode_reply(req.xid, 0, req.record, None)  # result decided at receipt
+        if req.type == OpCode.SASL:
+            return encode_reply(req.xid, 0, 0, req.record)  # processSasl answers zxid 0
         try:
             if req.record is None and req.type != OpCode.WHO_AM_I or req.has_npe_path():
                 # ZooKeeper answers an undecodable body or a null path with MARSHALLINGERROR.

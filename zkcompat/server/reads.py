@@ -204,6 +204,11 @@ def read_set_watches(server, req, rec, cnxn):
     return None
 
 
+def read_check_alone(server, req, rec, cnxn):
+    """check is only meaningful inside a multi; alone, 3.9.3 answers Unimplemented."""
+    raise KeeperError(Code.UNIMPLEMENTED, rec.path)
+
+
 def read_multi_read(server, req, ops, cnxn):
     results = []
     for op_type, rec in ops:
@@ -211,7 +216,9 @@ def read_multi_read(server, req, ops, cnxn):
         try:
             if fn is None:
                 raise KeeperError(Code.MARSHALLINGERROR)
-            results.append((op_type, fn(server, req, rec, cnxn)))
+            # The watch flag of an op inside multiRead is ignored (FinalRequestProcessor
+            # passes no watcher), so no connection is handed down.
+            results.append((op_type, fn(server, req, rec, None)))
         except KeeperError as e:
             results.append((OpCode.ERROR, r.ErrorResponse(e.code)))
     return results
@@ -233,6 +240,7 @@ READ = {
     OpCode.CHECK_WATCHES: read_check_watches,
     OpCode.REMOVE_WATCHES: read_remove_watches,
     OpCode.MULTI_READ: read_multi_read,
+    OpCode.CHECK: read_check_alone,
 }
 
 def _multi_get_data(server, req, rec, cnxn):
