@@ -41,3 +41,13 @@ def zkcli_transcript_39(lines: list[str]) -> list[str]:
             continue
         i += 1
     return out
+
+
+def exists_needs_read(*labels: str):
+    """For a harness scenario: the exists() calls logged under `labels`, made without READ,
+    answer NoAuth on 3.9 where 3.8 returned a Stat."""
+
+    def rewrite(log: list) -> list:
+        return [(e[0], "error", "NoAuthError", -102) if e[0] in labels else e for e in log]
+
+    return rewrite

@@ -26,6 +26,7 @@ from kazoo.security import (
     make_digest_acl_credential,
 )
 
+from .deliberate import exists_needs_read
 from .harness import REGISTRY, Scenario, close_admin_clients, run_differential, scenario
 from .rawclient import REPLY_HEADER, ConnectionClosed, int32, ustring
 from .servers import ServerProcess, start_zkcompat, start_zookeeper
@@ -79,7 +80,7 @@ def acl_creator_all_needs_an_authenticated_id(env):
     env.call("get_acls base", zk.get_acls, env.base)
 
 
-@scenario
+@scenario(expect_39=exists_needs_read("anon exists"))
 def acl_creator_all_with_digest(env):
     """With digest auth, CREATOR_ALL becomes digest:user:base64(sha1(user:password))."""
     alice = env.client(auth_data=[("digest", "alice:secret")])
@@ -158,7 +159,7 @@ def acl_read_acl_unsafe(env):
     env.call("delete read-only leaf", zk.delete, env.base + "/leaf")
 
 
-@scenario
+@scenario(expect_39=exists_needs_read("w: exists", "c: exists", "d: exists", "a: exists"))
 def acl_permission_matrix(env):
     """Each single permission grants exactly its operations (world:anyone:<p>)."""
     zk = env.client()
