@@ -86,7 +86,7 @@ def test_fuzzy_snapshot_plus_replay_is_exact(tmp_path):
         store = SnapshotStore(tmp_path / str(seed))
 
         async def go(store=store, tree=tree, w=w):
-            task = asyncio.create_task(store.write(tree, ThreadPoolExecutor(1), slice_nodes=20))
+            task = asyncio.create_task(store.write(tree, ThreadPoolExecutor(1), slice_ms=0.0))
             await asyncio.sleep(0)  # the snapshot starts here
             changed = 0
             while not task.done():

@@ -11,6 +11,7 @@ the log after Z, and replay is idempotent, so the result is exact. Layout:
 import asyncio
 import logging
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,8 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 CHUNK_BYTES = 1 << 20
-SLICE_NODES = 2000  # nodes serialised per event-loop turn (a few ms)
+SLICE_MS = 2.0  # serialising time per event-loop turn; the loop stalls no longer than this
+_CLOCK_EVERY = 64  # nodes between looks at the clock
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
@@ -91,12 +93,16 @@ class SnapshotWriter:
             i = self.acl_index[acl] = len(self.acl_index)
         return i
 
-    def chunks(self, slice_nodes: int = SLICE_NODES) -> Iterator[bytes | None]:
-        """Yields a chunk when one is full, and None after each slice (a yield point)."""
+    def chunks(self, slice_ms: float = SLICE_MS) -> Iterator[bytes | None]:
+        """Yields a chunk when one is full, and None after each slice of about slice_ms of
+        work (a yield point for the event loop)."""
         nodes = self.tree.nodes
         stack = ["/"]
         out = bytearray()
         in_slice = 0
+        budget_s = slice_ms / 1000
+        clock = time.perf_counter
+        slice_start = clock()
         pack = _NODE_FIXED.pack
         while stack:
             path = stack.pop()
@@ -116,9 +122,11 @@ class SnapshotWriter:
                 yield bytes(out)
                 out = bytearray()
             in_slice += 1
-            if in_slice >= slice_nodes:
+            if in_slice >= _CLOCK_EVERY:
                 in_slice = 0
-                yield None
+                if clock() - slice_start >= budget_s:
+                    yield None
+                    slice_start = clock()
         if out:
             yield bytes(out)
 
@@ -156,7 +164,7 @@ class SnapshotStore:
         """Write a snapshot of a tree nothing else is changing (tools, tests)."""
         writer = SnapshotWriter(tree)
         n = 0
-        for chunk in writer.chunks(slice_nodes=1 << 62):
+        for chunk in writer.chunks(slice_ms=float("inf")):
             if chunk is not None:
                 self.db.put(_chunk_key(writer.start_zxid, n), _with_crc(chunk))
                 n += 1
@@ -165,12 +173,12 @@ class SnapshotStore:
         return writer.start_zxid
 
     async def write(self, tree: DataTree, executor,
-                    slice_nodes: int = SLICE_NODES) -> tuple[int, int]:
+                    slice_ms: float = SLICE_MS) -> tuple[int, int]:
         """Write a fuzzy snapshot while the server runs; returns (start zxid, nodes)."""
         loop = asyncio.get_running_loop()
         writer = SnapshotWriter(tree)
         n = 0
-        for chunk in writer.chunks(slice_nodes):
+        for chunk in writer.chunks(slice_ms):
             if chunk is None:
                 await asyncio.sleep(0)
                 continue
