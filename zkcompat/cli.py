@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from zkcompat import cli_tools
 from zkcompat import config as zkconfig
+from zkcompat.store.datadir import RecoveryError
 
 
 def _setup_logging(level: str) -> None:
@@ -61,10 +63,14 @@ def serve(config_path, port, address, data_dir, log_level) -> None:
         runner(run_server(cfg))
     except KeyboardInterrupt:
         pass
+    except RecoveryError as e:
+        raise click.ClickException(f"cannot recover {cfg.data_dir}: {e}") from None
     except OSError as e:
         raise click.ClickException(f"cannot listen on {cfg.client_port_address}:"
                                    f"{cfg.client_port}: {e}") from None
 
+
+cli_tools.register(main)
 
 if __name__ == "__main__":
     main()

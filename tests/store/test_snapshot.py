@@ -123,3 +123,17 @@ def test_corrupt_chunk_and_missing_manifest(tmp_path):
     store.delete(zxid)
     assert store.zxids() == []
     store.close()
+
+
+def test_chunks_of_an_interrupted_snapshot_are_deleted(tmp_path):
+    tree, _ = seeded_tree()
+    store = SnapshotStore(tmp_path)
+    kept = store.write_sync(tree)
+    store.db.put(b"c" + (kept + 7).to_bytes(8, "big") + (0).to_bytes(4, "big"), b"partial")
+    assert store.delete_orphans() == 1
+    assert store.delete_orphans() == 0
+    assert [k for k in store.db.iterator(prefix=b"c", include_value=False)
+            if int.from_bytes(k[1:9], "big") != kept] == []
+    assert store.zxids() == [kept]
+    store.load(kept)
+    store.close()

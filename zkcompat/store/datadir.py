@@ -40,6 +40,7 @@ class DataDir:
         self.snapshots.close()
 
     def recover(self, progress=None) -> DataTree:
+        self.snapshots.delete_orphans()
         problems = []
         for zxid in self.snapshots.zxids():
             try:

@@ -190,6 +190,20 @@ class SnapshotStore:
             executor, lambda: self.db.put(_manifest_key(writer.start_zxid), manifest, sync=True))
         return writer.start_zxid, writer.nodes
 
+    def delete_orphans(self) -> int:
+        """Drop chunks no manifest owns: a snapshot cut short by a crash. Only call it
+        while no snapshot is being written (at start-up)."""
+        complete = set(self.zxids())
+        orphans = set()
+        for key in self.db.iterator(prefix=b"c", include_value=False):
+            zxid = _CHUNK_KEY.unpack(key)[1]
+            if zxid not in complete:
+                orphans.add(zxid)
+        for zxid in orphans:
+            log.info("event=snapshot_orphan_deleted zxid=0x%x", zxid)
+            self.delete(zxid)
+        return len(orphans)
+
     def delete(self, zxid: int) -> None:
         with self.db.write_batch(sync=True) as wb:
             wb.delete(_manifest_key(zxid))  # first: the snapshot stops counting at once

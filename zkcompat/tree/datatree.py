@@ -389,6 +389,7 @@ APPLY = {
     OpCode.DELETE: _apply_delete,
     OpCode.DELETE_CONTAINER: _apply_delete,
     OpCode.SET_DATA: _apply_set_data,
+    OpCode.RECONFIG: _apply_set_data,  # a SetDataTxn on /zookeeper/config
     OpCode.SET_ACL: _apply_set_acl,
     OpCode.CHECK: _apply_check,
     OpCode.ERROR: _apply_error,
