@@ -15,8 +15,7 @@ from conformance_tests.servers import ServerProcess, start_zkcompat
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Locks that are safe"
-# The section lives in docs/ until it is merged into README.md; either place will do.
-SOURCES = (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "recipes-readme-section.md")
+SOURCES = (REPO_ROOT / "README.md",)
 RUN_TIMEOUT_S = 60
 
 
