@@ -14,6 +14,7 @@ from zkcompat.jute.constants import Code, KeeperState, OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
+from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
 from zkcompat.server.request import DeleteContainerRequest, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
@@ -22,39 +23,18 @@ from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
 
-# Request record per op code for ops that are not multi (ZooKeeperServer / FinalRequestProcessor).
-REQUEST_RECORD = {
-    OpCode.CREATE: r.CreateRequest,
-    OpCode.CREATE2: r.CreateRequest,
-    OpCode.CREATE_CONTAINER: r.CreateRequest,
-    OpCode.CREATE_TTL: r.CreateTTLRequest,
-    OpCode.DELETE: r.DeleteRequest,
-    OpCode.DELETE_CONTAINER: DeleteContainerRequest,
-    OpCode.EXISTS: r.ExistsRequest,
-    OpCode.GET_DATA: r.GetDataRequest,
-    OpCode.SET_DATA: r.SetDataRequest,
-    OpCode.GET_ACL: r.GetACLRequest,
-    OpCode.SET_ACL: r.SetACLRequest,
-    OpCode.GET_CHILDREN: r.GetChildrenRequest,
-    OpCode.GET_CHILDREN2: r.GetChildren2Request,
-    OpCode.CHECK: r.CheckVersionRequest,
-    OpCode.SYNC: r.SyncRequest,
-    OpCode.SET_WATCHES: r.SetWatches,
-    OpCode.SET_WATCHES2: r.SetWatches2,
-    OpCode.ADD_WATCH: r.AddWatchRequest,
-    OpCode.CHECK_WATCHES: r.CheckWatchesRequest,
-    OpCode.REMOVE_WATCHES: r.RemoveWatchesRequest,
-    OpCode.GET_EPHEMERALS: r.GetEphemeralsRequest,
-    OpCode.GET_ALL_CHILDREN_NUMBER: r.GetAllChildrenNumberRequest,
-    OpCode.RECONFIG: r.ReconfigRequest,
-}
-NO_BODY_OPS = frozenset((OpCode.PING, OpCode.CLOSE_SESSION, OpCode.WHO_AM_I))
+MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
+# The body record of each client request (jute.ops): multi, auth and SASL have handlers of
+# their own; deleteContainer is a server op whose 3.9 body is the path as a buffer.
+REQUEST_RECORD = {op: cls for op, cls in JUTE_REQUEST_RECORD.items()
+                  if cls is not None and op not in MULTI_OPS | {OpCode.AUTH, OpCode.SASL}}
+REQUEST_RECORD[OpCode.DELETE_CONTAINER] = DeleteContainerRequest
+NO_BODY_OPS = frozenset(op for op, cls in JUTE_REQUEST_RECORD.items() if cls is None)
 # Writes whose unparseable body still becomes an ErrorTxn with a zxid of its own.
 MARSHALLED_WRITES = frozenset((
     OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
     OpCode.DELETE_CONTAINER, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK, OpCode.MULTI,
 ))
-MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
 MULTI_READ_OPS = frozenset((OpCode.GET_DATA, OpCode.GET_CHILDREN))
 MULTI_WRITE_OPS = frozenset((
     OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.DELETE,
