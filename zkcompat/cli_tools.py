@@ -1,8 +1,7 @@
 """Offline tools on a stopped server's data: `log dump`, `snapshot dump`, `import-zookeeper`.
 
 `register(main)` adds them to the `zkcompat` click group (idempotent; an existing `log` or
-`snapshot` group of the same name gets the subcommands). Run standalone as
-`python -m zkcompat.cli_tools ...` too.
+`snapshot` group of the same name gets the subcommands); cli.py does so.
 """
 
 from __future__ import annotations
@@ -269,14 +268,3 @@ def register(main: click.Group) -> None:
             for name, cmd in group.commands.items():
                 existing.commands.setdefault(name, cmd)
     main.commands.setdefault(import_zookeeper.name, import_zookeeper)
-
-
-def _standalone() -> None:
-    from zkcompat.cli import main  # noqa: PLC0415
-
-    register(main)
-    main()
-
-
-if __name__ == "__main__":
-    _standalone()

@@ -20,11 +20,11 @@ TOOL_TIMEOUT_S = 120
 
 
 def run_tool(*args: str, timeout_s: float = TOOL_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """`zkcompat <args>` with the offline tools registered (python -m zkcompat.cli_tools)."""
+    """`zkcompat <args>`, as `python -m zkcompat` (the checkout need not be installed)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", ""))
                                         if p)
-    return subprocess.run([sys.executable, "-m", "zkcompat.cli_tools", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "zkcompat", *args], cwd=REPO_ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout_s,
                           stdin=subprocess.DEVNULL)
 
