@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from zkcompat.bench import cli
+from zkcompat.bench import cli, scenarios
+from zkcompat.bench.loadgen import LoadPlan, run_load
+from zkcompat.bench.servers import ManagedServer
+from zkcompat.bench.workloads import WORKLOADS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_RUN_TIMEOUT_S = 120
@@ -20,7 +23,8 @@ def test_quick_plan():
     plan = cli.plan_of(args)
     assert plan["mode"] == "quick" and plan["recovery"] == 100_000
     assert plan["servers"] == ["zkcompat", "zookeeper"]
-    assert plan["workloads"] == ["create", "set"]
+    assert plan["workloads"] == ["get", "exists", "children", "set", "mix", "ephemeral"]
+    assert plan["levels"] == ["1x1", "8x32", "64x16"]
     assert cli.plan_of(cli.resolve([]))["recovery"] == 1_000_000
 
 
@@ -39,6 +43,9 @@ def test_external_ensemble_and_overrides():
     ["--servers", ""],
     ["--duration", "1", "--warmup", "2"],
     ["--znodes", "0"],
+    ["--levels", "8"],
+    ["--levels", "0x4"],
+    ["--levels", ""],
 ])
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -53,7 +60,8 @@ def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
     result = subprocess.run(
         [str(REPO_ROOT / "scripts" / "bench"), "--servers", "zkcompat", "--duration", "1.5",
          "--warmup", "0.5", "--repeats", "1", "--znodes", "2000", "--processes", "1",
-         "--sessions", "2", "--inflight", "4", "--workdir", str(tmp_path / "w"),
+         "--sessions", "2", "--inflight", "4", "--workloads", "create", "--levels", "2x4",
+         "--workdir", str(tmp_path / "w"),
          "--json", str(out_json)],
         capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -61,6 +69,32 @@ def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
     assert "restart until serving (s)" in result.stdout
     rows = json.loads(out_json.read_text())["rows"]
     by_metric = {(r["section"], r["metric"]): r["values"]["zkcompat"] for r in rows}
-    assert by_metric[("create (100 B)", "throughput (ops/s)")] > 0
-    assert by_metric[("create (100 B)", "error replies")] == 0
+    assert by_metric[("create (100 B) @ 2x4", "throughput (ops/s)")] > 0
+    assert by_metric[("create (100 B) @ 2x4", "error replies")] == 0
+    assert by_metric[("create (100 B) @ 2x4", "server CPU s / 1,000 ops")] > 0
     assert by_metric[("recovery, 2,000 znodes x 100 B", "RSS after restart (MB)")] > 1
+
+
+def test_levels_split_over_processes():
+    assert scenarios.Level.parse("64x16").shape(2) == scenarios.ClientShape(2, 32, 16)
+    assert scenarios.Level.parse("1x1").shape(4) == scenarios.ClientShape(1, 1, 1)
+    assert scenarios.Level.parse("9x2").shape(2) == scenarios.ClientShape(1, 9, 2)
+
+
+@pytest.fixture(scope="module")
+def zkcompat_server(tmp_path_factory):
+    server = ManagedServer("zkcompat", tmp_path_factory.mktemp("bench-server"))
+    server.start("/")
+    yield server
+    server.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", [n for n in WORKLOADS if n != "create"])
+def test_each_workload_runs_without_errors(zkcompat_server, name):
+    wl = WORKLOADS[name](root=f"/smoke-{name}")
+    plan = LoadPlan(wl, [("127.0.0.1", zkcompat_server.port)], processes=2, sessions=2,
+                    inflight=4, duration_s=0.4, warmup_s=0.1, server_pid=zkcompat_server.pid)
+    res = run_load(plan)
+    assert res.replies > 0 and not res.errors
+    assert res.server_cpu_s is not None and res.server_rss > 0

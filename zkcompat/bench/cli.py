@@ -22,11 +22,12 @@ from pathlib import Path
 
 from zkcompat.bench import report, scenarios
 from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
-from zkcompat.bench.workloads import WORKLOADS
+from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000}
-QUICK = {"duration": 6.0, "warmup": 2.0, "repeats": 1, "znodes": 100_000}
+QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000}
+LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,16 +38,22 @@ def parser() -> argparse.ArgumentParser:
                    help="servers this run starts (comma separated, of %(default)s; '' for none)")
     p.add_argument("--connect", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
                    help="also measure a running server or ensemble (throughput only)")
-    p.add_argument("--workloads", default=",".join(WORKLOADS),
-                   help=f"throughput workloads (of {', '.join(WORKLOADS)}; '' for none)")
+    p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                   help=f"throughput workloads (of {', '.join(WORKLOADS)}; '' for none; "
+                   "default %(default)s)")
+    p.add_argument("--levels", default=LEVELS,
+                   help="client levels for each workload, SESSIONSxINFLIGHT, sessions spread "
+                   "over --processes (default %(default)s)")
     p.add_argument("--no-recovery", action="store_true", help="skip the recovery scenario")
     p.add_argument("--znodes", type=int, help="znodes for recovery (full 1,000,000)")
     p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
     p.add_argument("--warmup", type=float, help="unmeasured seconds at the start of a run")
     p.add_argument("--repeats", type=int, help="runs per workload and server; the median counts")
-    p.add_argument("--processes", type=int, default=2, help="client processes")
-    p.add_argument("--sessions", type=int, default=8, help="sessions per client process")
-    p.add_argument("--inflight", type=int, default=32, help="requests in flight per session")
+    p.add_argument("--processes", type=int, default=2, help="client processes (at most)")
+    p.add_argument("--sessions", type=int, default=8,
+                   help="sessions per client process when loading recovery's znodes")
+    p.add_argument("--inflight", type=int, default=32,
+                   help="requests in flight per session when loading recovery's znodes")
     p.add_argument("--workdir", type=Path, help="where dataDirs go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the workdir afterwards")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
@@ -69,6 +76,12 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
     for w in args.workloads:
         if w not in WORKLOADS:
             p.error(f"--workloads: unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+    try:
+        args.levels = [scenarios.Level.parse(x) for x in args.levels.split(",") if x.strip()]
+    except ValueError as e:
+        p.error(f"--levels: {e}")
+    if args.workloads and not args.levels:
+        p.error("--levels: none given")
     external = []
     for spec in args.connect:
         name, sep, hosts = spec.partition("=")
@@ -95,6 +108,7 @@ def plan_of(args: argparse.Namespace) -> dict:
         "servers": args.servers,
         "external": {name: addrs for name, addrs in args.external},
         "workloads": args.workloads,
+        "levels": [lv.name for lv in args.levels],
         "recovery": None if args.no_recovery or not args.servers else args.znodes,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
@@ -112,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     shape = scenarios.ClientShape(args.processes, args.sessions, args.inflight)
     print(f"zkcompat bench ({plan['mode']}): {platform.python_version()} on "
-          f"{os.cpu_count()} cores; forceSync=yes, standalone; clients {args.processes} "
-          f"processes x {args.sessions} sessions x {args.inflight} in flight; workdir {workdir}",
+          f"{os.cpu_count()} cores; forceSync=yes, standalone; levels (sessions x in flight) "
+          f"{', '.join(plan['levels'])} over up to {args.processes} client processes; "
+          f"workdir {workdir}",
           flush=True)
     rows: list[scenarios.Row] = []
     started = time.monotonic()
@@ -128,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 targets.append(server.target())
             for wl in args.workloads:
                 print(f"throughput: {wl}", flush=True)
-                rows += scenarios.throughput(targets, wl, shape, args.duration, args.warmup,
-                                             args.repeats, log=_log)
+                for level in args.levels:
+                    rows += scenarios.throughput(targets, wl, level, args.duration,
+                                                 args.warmup, args.repeats, log=_log,
+                                                 processes=args.processes)
             for server in managed:
                 server.stop()
         if plan["recovery"]:
@@ -148,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name, _ in args.external] + list(args.servers)
     print()
     print(report.table(rows, names))
+    saturated = scenarios.saturation_lines(rows)
+    print(f"\ngenerator saturated (a client process at >= {scenarios.SATURATED:.0%} of a core; "
+          f"{args.processes} client processes and the server share {os.cpu_count()} cores): "
+          + ("none" if not saturated else ""))
+    for line in saturated:
+        print(f"  {line}")
     print(f"\n({time.monotonic() - started:.0f} s; ratios are zkcompat/zookeeper: above 1 is "
           "more for zkcompat, so better for throughput and worse for time, latency and RSS)")
     if args.json:

@@ -9,6 +9,7 @@ a duration (throughput) or a total number of requests (loading data) ends the ru
 from __future__ import annotations
 
 import multiprocessing
+import os
 import selectors
 import socket
 import time
@@ -38,6 +39,7 @@ class LoadPlan:
     warmup_s: float = 2.0
     total_requests: int | None = None  # instead of a duration: stop after this many
     latencies: bool = True
+    server_pid: int | None = None  # sampled for CPU and RSS over the measured window
 
     def slots(self) -> list[SessionSlot]:
         return [SessionSlot(p, s) for p in range(self.processes) for s in range(self.sessions)]
@@ -50,6 +52,18 @@ class LoadResult:
     errors: Counter = field(default_factory=Counter)  # err code -> count (all replies)
     latencies_ms: list[float] = field(default_factory=list)  # sorted sample
     total_replies: int = 0
+    server_cpu_s: float | None = None  # utime+stime of the server inside the window
+    server_rss: int | None = None  # bytes, at the end of the window
+    generator_cpu: float | None = None  # busiest client process: CPU s / wall s (1.0 = a core)
+    cpu_window_s: float = 0.0
+
+    @property
+    def cpu_per_kop(self) -> float | None:
+        """Server CPU seconds per 1,000 replies inside the window."""
+        if self.server_cpu_s is None or not self.replies or self.cpu_window_s <= 0:
+            return None
+        # the CPU window is the parent's, the replies the clients'; scale to the clients'
+        return self.server_cpu_s * (self.seconds / self.cpu_window_s) / self.replies * 1000
 
     @property
     def throughput(self) -> float:
@@ -212,6 +226,39 @@ class _Go:
         return self.event.wait(timeout)
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime+stime of a process (all its threads) from /proc/PID/stat; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _sleep_until(t: float) -> None:
+    while (left := t - time.monotonic()) > 0:
+        time.sleep(min(left, 0.5))
+
+
+def _sample(pids: list[int]) -> tuple[float, list[float | None]]:
+    return time.monotonic(), [cpu_seconds(p) for p in pids]
+
+
 def run_load(plan: LoadPlan) -> LoadResult:
     """Set the workload up, run the client processes, merge what they measured."""
     host, port = plan.addresses[0]
@@ -232,8 +279,19 @@ def run_load(plan: LoadPlan) -> LoadResult:
             kind, index, detail = ready.get(timeout=READY_TIMEOUT_S)
             if kind == "error":
                 raise RuntimeError(f"client process {index}: {detail}")
-        go.start_at.value = time.monotonic() + START_DELAY_S
+        start_at = time.monotonic() + START_DELAY_S
+        go.start_at.value = start_at
         go.event.set()
+        cpu = None
+        if plan.duration_s:
+            # CPU of the server and of every client process over the measured window
+            pids = [plan.server_pid or 0] + [p.pid for p in procs]
+            _sleep_until(start_at + plan.warmup_s)
+            t0, c0 = _sample(pids)
+            _sleep_until(start_at + plan.duration_s)
+            t1, c1 = _sample(pids)
+            rss = rss_bytes(plan.server_pid) if plan.server_pid else None
+            cpu = (t1 - t0, c0, c1, rss)
         wait_s = (plan.duration_s or 0) + START_DELAY_S + RESULT_GRACE_S
         if plan.total_requests is not None:
             wait_s += 3600
@@ -251,6 +309,16 @@ def run_load(plan: LoadPlan) -> LoadResult:
             lat.frombytes(detail["lat"])
         merged.seconds = max(seconds)
         merged.latencies_ms = sorted(lat)
+        if cpu is not None:
+            window, c0, c1, rss = cpu
+            merged.cpu_window_s = window
+            if plan.server_pid and c0[0] is not None and c1[0] is not None:
+                merged.server_cpu_s = c1[0] - c0[0]
+            merged.server_rss = rss
+            gen = [b - a for a, b in zip(c0[1:], c1[1:], strict=True)
+                   if a is not None and b is not None]
+            if gen and window > 0:
+                merged.generator_cpu = max(gen) / window
         return merged
     finally:
         for p in procs:

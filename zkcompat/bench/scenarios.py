@@ -34,25 +34,68 @@ class ClientShape:
     inflight: int = 32
 
 
-def throughput(targets: list[Target], workload: str, shape: ClientShape, duration_s: float,
-               warmup_s: float, repeats: int, log=print) -> list[Row]:
-    """Median over `repeats` runs, alternating targets so drift hits both alike."""
+@dataclass(frozen=True)
+class Level:
+    """A client level: `sessions` in all, `inflight` requests outstanding on each, spread
+    over up to `processes` client processes (fewer when they do not divide evenly)."""
+
+    sessions: int
+    inflight: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.sessions}x{self.inflight}"
+
+    @classmethod
+    def parse(cls, text: str) -> Level:
+        s, sep, i = text.strip().lower().partition("x")
+        if not sep or not s.isdigit() or not i.isdigit() or int(s) < 1 or int(i) < 1:
+            raise ValueError(f"{text!r} is not SESSIONSxINFLIGHT (like 8x32)")
+        return cls(int(s), int(i))
+
+    def shape(self, processes: int) -> ClientShape:
+        p = max(1, min(processes, self.sessions))
+        while self.sessions % p:
+            p -= 1
+        return ClientShape(p, self.sessions // p, self.inflight)
+
+
+SATURATED = 0.9  # a client process busier than this (of one core) limited the load
+
+
+def throughput(targets: list[Target], workload: str, shape: ClientShape | Level,
+               duration_s: float, warmup_s: float, repeats: int, log=print,
+               processes: int = 2) -> list[Row]:
+    """Median over `repeats` runs, alternating targets so drift hits both alike. `shape`
+    is a ClientShape or a Level (spread over `processes`)."""
+    level = shape.name if isinstance(shape, Level) else None
+    if isinstance(shape, Level):
+        shape = shape.shape(processes)
     runs: dict[str, list] = {t.name: [] for t in targets}
     for rep in range(repeats):
         for t in targets:
             wl = WORKLOADS[workload](root=f"/bench-{workload}-{uuid.uuid4().hex[:8]}")
             plan = LoadPlan(wl, t.addresses, shape.processes, shape.sessions, shape.inflight,
-                            duration_s, warmup_s)
+                            duration_s, warmup_s,
+                            server_pid=t.server.pid if t.server is not None else None)
             res = run_load(plan)
             runs[t.name].append(res)
-            log(f"  {wl.describe()} on {t.name} (run {rep + 1}/{repeats}): "
-                f"{res.throughput:,.0f} ops/s, p50 {res.percentile(0.5):.2f} ms, "
-                f"p99 {res.percentile(0.99):.2f} ms, errors {dict(res.errors) or 'none'}")
-    title = f"{WORKLOADS[workload](root='/x').describe()}"
+            gen = f"{res.generator_cpu:.0%}" if res.generator_cpu is not None else "-"
+            log(f"  {wl.describe()}{' @ ' + level if level else ''} on {t.name} "
+                f"(run {rep + 1}/{repeats}): {res.throughput:,.0f} ops/s, "
+                f"p50 {res.percentile(0.5):.2f} ms, p99 {res.percentile(0.99):.2f} ms, "
+                f"generator {gen}, errors {dict(res.errors) or 'none'}")
+    title = WORKLOADS[workload](root="/x").describe()
+    if level:
+        title += f" @ {level}"
     rows = [
         Row(title, "throughput (ops/s)", fmt="{:,.0f}"),
         Row(title, "latency p50 (ms)", fmt="{:.2f}"),
         Row(title, "latency p99 (ms)", fmt="{:.2f}"),
+        Row(title, "latency p999 (ms)", fmt="{:.2f}"),
+        Row(title, "server CPU s / 1,000 ops", fmt="{:.3f}"),
+        Row(title, "server RSS (MB)", fmt="{:,.0f}"),
+        Row(title, "generator busiest process CPU (%)", fmt="{:.0f}"),
         Row(title, "error replies", fmt="{:,.0f}"),
     ]
     for name, results in runs.items():
@@ -60,8 +103,27 @@ def throughput(targets: list[Target], workload: str, shape: ClientShape, duratio
         rows[0].values[name] = best.throughput
         rows[1].values[name] = best.percentile(0.5)
         rows[2].values[name] = best.percentile(0.99)
-        rows[3].values[name] = sum(sum(r.errors.values()) for r in results)
+        rows[3].values[name] = best.percentile(0.999)
+        rows[4].values[name] = best.cpu_per_kop
+        rows[5].values[name] = best.server_rss / MB if best.server_rss else None
+        rows[6].values[name] = best.generator_cpu * 100 if best.generator_cpu is not None \
+            else None
+        rows[7].values[name] = sum(sum(r.errors.values()) for r in results)
     return rows
+
+
+def saturation_lines(rows: list[Row]) -> list[str]:
+    """Cases where a client process was near a full core: there the generator, not the
+    server, may have set the throughput."""
+    out = []
+    for row in rows:
+        if not row.metric.startswith("generator busiest process CPU"):
+            continue
+        for name, value in row.values.items():
+            if value is not None and value >= SATURATED * 100:
+                out.append(f"{row.section} on {name}: busiest client process at {value:.0f}% "
+                           "of a core")
+    return out
 
 
 def recovery(servers: list[ManagedServer], znodes: int, shape: ClientShape,
