@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zkcompat.bench import cli, scenarios
+from zkcompat.bench import cli, scenarios, sessions
 from zkcompat.bench.loadgen import LoadPlan, run_load
 from zkcompat.bench.servers import ManagedServer
 from zkcompat.bench.workloads import WORKLOADS
@@ -60,7 +60,7 @@ def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
     result = subprocess.run(
         [str(REPO_ROOT / "scripts" / "bench"), "--servers", "zkcompat", "--duration", "1.5",
          "--warmup", "0.5", "--repeats", "1", "--znodes", "2000", "--processes", "1",
-         "--sessions", "2", "--inflight", "4", "--workloads", "create", "--levels", "2x4",
+         "--sessions", "2", "--inflight", "4", "--workloads", "create", "--levels", "2x4", "--fanout", "0", "--idle", "0",
          "--workdir", str(tmp_path / "w"),
          "--json", str(out_json)],
         capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -98,3 +98,22 @@ def test_each_workload_runs_without_errors(zkcompat_server, name):
     res = run_load(plan)
     assert res.replies > 0 and not res.errors
     assert res.server_cpu_s is not None and res.server_rss > 0
+
+
+@pytest.mark.timeout(60)
+def test_fanout_and_idle_sessions_on_zkcompat(zkcompat_server):
+    targets = [zkcompat_server.target()]
+    rows = sessions.fanout(targets, watchers=20, rounds=2, log=lambda _: None)
+    by_metric = {row.metric: row.values["zkcompat"] for row in rows}
+    assert by_metric["until all events arrived, median round (ms)"] > 0
+    rows = sessions.idle(targets, idle_sessions=20, duration_s=0.6, warmup_s=0.1,
+                         log=lambda _: None)
+    by_metric = {row.metric: row.values["zkcompat"] for row in rows}
+    assert by_metric["active throughput (ops/s)"] > 0 and by_metric["sessions lost"] == 0
+
+
+def test_fanout_and_idle_arguments():
+    plan = cli.plan_of(cli.resolve(["--quick", "--fanout", "0", "--idle", "50"]))
+    assert plan["fanout"] is None and plan["idle"] == 50 and plan["fanout_rounds"] == 5
+    with pytest.raises(SystemExit):
+        cli.resolve(["--idle", "-1"])

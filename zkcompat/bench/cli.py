@@ -20,13 +20,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from zkcompat.bench import report, scenarios
+from zkcompat.bench import report, scenarios, sessions
 from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
 from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
-FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000}
-QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000}
+FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,
+        "fanout_rounds": 20}
+QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 
 
@@ -44,6 +45,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", default=LEVELS,
                    help="client levels for each workload, SESSIONSxINFLIGHT, sessions spread "
                    "over --processes (default %(default)s)")
+    p.add_argument("--fanout", type=int, default=1000, metavar="N",
+                   help="watch fan-out to N sessions (default %(default)s; 0 to skip)")
+    p.add_argument("--fanout-rounds", type=int, help="setData rounds of the fan-out (full 20)")
+    p.add_argument("--idle", type=int, default=1000, metavar="N",
+                   help="N idle pinging sessions beside a small load (default %(default)s; "
+                   "0 to skip)")
     p.add_argument("--no-recovery", action="store_true", help="skip the recovery scenario")
     p.add_argument("--znodes", type=int, help="znodes for recovery (full 1,000,000)")
     p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
@@ -94,9 +101,11 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
     args.external = external
     if not args.servers and not external:
         p.error("nothing to measure: no --servers and no --connect")
-    for name in ("znodes", "processes", "sessions", "inflight", "repeats"):
+    if args.fanout < 0 or args.idle < 0:
+        p.error("--fanout and --idle must not be negative")
+    for name in ("znodes", "processes", "sessions", "inflight", "repeats", "fanout_rounds"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be at least 1")
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.duration <= args.warmup:
         p.error("--duration must be longer than --warmup")
     return args
@@ -109,6 +118,8 @@ def plan_of(args: argparse.Namespace) -> dict:
         "external": {name: addrs for name, addrs in args.external},
         "workloads": args.workloads,
         "levels": [lv.name for lv in args.levels],
+        "fanout": args.fanout or None, "fanout_rounds": args.fanout_rounds,
+        "idle": args.idle or None,
         "recovery": None if args.no_recovery or not args.servers else args.znodes,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
@@ -135,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     managed: list[ManagedServer] = []
     try:
         targets = [Target(name, addrs) for name, addrs in args.external]
-        if args.workloads:
+        if args.workloads or args.fanout or args.idle:
             for kind in args.servers:
                 server = ManagedServer(kind, workdir / "writes" / kind)
                 managed.append(server)
@@ -147,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
                     rows += scenarios.throughput(targets, wl, level, args.duration,
                                                  args.warmup, args.repeats, log=_log,
                                                  processes=args.processes)
+            if args.fanout:
+                print(f"watch fan-out: {args.fanout:,} sessions", flush=True)
+                rows += sessions.fanout(targets, args.fanout, args.fanout_rounds, log=_log)
+            if args.idle:
+                print(f"idle sessions: {args.idle:,}", flush=True)
+                rows += sessions.idle(targets, args.idle, max(args.duration, 6.0), args.warmup,
+                                      log=_log)
             for server in managed:
                 server.stop()
         if plan["recovery"]:
@@ -165,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name, _ in args.external] + list(args.servers)
     print()
     print(report.table(rows, names))
-    saturated = scenarios.saturation_lines(rows)
+    saturated = scenarios.saturation_lines(rows) + sessions.fanout_saturated(rows)
     print(f"\ngenerator saturated (a client process at >= {scenarios.SATURATED:.0%} of a core; "
           f"{args.processes} client processes and the server share {os.cpu_count()} cores): "
           + ("none" if not saturated else ""))
