@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.table(rows, names))
     saturated = scenarios.saturation_lines(rows) + sessions.fanout_saturated(rows)
-    print(f"\ngenerator saturated (a client process at >= {scenarios.SATURATED:.0%} of a core; "
-          f"{args.processes} client processes and the server share {os.cpu_count()} cores): "
-          + ("none" if not saturated else ""))
+    print(f"\ngenerator saturated (a client process at >= {scenarios.SATURATED:.0%} of a core, "
+          f"or clients + server >= {scenarios.SATURATED:.0%} of all {os.cpu_count()} cores, "
+          "which they share): " + ("none" if not saturated else ""))
     for line in saturated:
         print(f"  {line}")
     print(f"\n({time.monotonic() - started:.0f} s; ratios are zkcompat/zookeeper: above 1 is "

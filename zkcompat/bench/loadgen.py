@@ -55,6 +55,7 @@ class LoadResult:
     server_cpu_s: float | None = None  # utime+stime of the server inside the window
     server_rss: int | None = None  # bytes, at the end of the window
     generator_cpu: float | None = None  # busiest client process: CPU s / wall s (1.0 = a core)
+    generator_cpu_all: float | None = None  # all client processes together, in cores
     cpu_window_s: float = 0.0
 
     @property
@@ -319,6 +320,7 @@ def run_load(plan: LoadPlan) -> LoadResult:
                    if a is not None and b is not None]
             if gen and window > 0:
                 merged.generator_cpu = max(gen) / window
+                merged.generator_cpu_all = sum(gen) / window
         return merged
     finally:
         for p in procs:

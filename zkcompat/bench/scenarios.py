@@ -4,6 +4,7 @@ restart, time until serving, RSS) on managed servers."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -96,6 +97,7 @@ def throughput(targets: list[Target], workload: str, shape: ClientShape | Level,
         Row(title, "server CPU s / 1,000 ops", fmt="{:.3f}"),
         Row(title, "server RSS (MB)", fmt="{:,.0f}"),
         Row(title, "generator busiest process CPU (%)", fmt="{:.0f}"),
+        Row(title, "all client processes CPU (cores)", fmt="{:.2f}"),
         Row(title, "error replies", fmt="{:,.0f}"),
     ]
     for name, results in runs.items():
@@ -108,21 +110,38 @@ def throughput(targets: list[Target], workload: str, shape: ClientShape | Level,
         rows[5].values[name] = best.server_rss / MB if best.server_rss else None
         rows[6].values[name] = best.generator_cpu * 100 if best.generator_cpu is not None \
             else None
-        rows[7].values[name] = sum(sum(r.errors.values()) for r in results)
+        rows[7].values[name] = best.generator_cpu_all
+        rows[8].values[name] = sum(sum(r.errors.values()) for r in results)
     return rows
 
 
-def saturation_lines(rows: list[Row]) -> list[str]:
-    """Cases where a client process was near a full core: there the generator, not the
-    server, may have set the throughput."""
-    out = []
+def saturation_lines(rows: list[Row], cores: int | None = None) -> list[str]:
+    """Cases where a client process was near a full core, or where the client processes
+    and the server together kept every core busy: there the generator, not the server
+    alone, may have set the throughput."""
+    cores = cores or os.cpu_count() or 1
+    by_case: dict[str, dict[str, Row]] = {}
     for row in rows:
-        if not row.metric.startswith("generator busiest process CPU"):
+        by_case.setdefault(row.section, {})[row.metric] = row
+    out = []
+    for section, metrics in by_case.items():
+        busiest = metrics.get("generator busiest process CPU (%)")
+        if busiest is None:
             continue
-        for name, value in row.values.items():
-            if value is not None and value >= SATURATED * 100:
-                out.append(f"{row.section} on {name}: busiest client process at {value:.0f}% "
+        for name, value in busiest.values.items():
+            if value is None:
+                continue
+            ops = metrics["throughput (ops/s)"].values.get(name)
+            per_kop = metrics["server CPU s / 1,000 ops"].values.get(name)
+            clients = metrics["all client processes CPU (cores)"].values.get(name)
+            server = ops * per_kop / 1000 if ops and per_kop is not None else None
+            used = (clients or 0.0) + (server or 0.0)
+            if value >= SATURATED * 100:
+                out.append(f"{section} on {name}: busiest client process at {value:.0f}% "
                            "of a core")
+            elif server is not None and used >= SATURATED * cores:
+                out.append(f"{section} on {name}: machine full, clients {clients:.2f} + "
+                           f"server {server:.2f} of {cores} cores")
     return out
 
 
