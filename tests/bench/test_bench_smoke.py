@@ -61,6 +61,7 @@ def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
         [str(REPO_ROOT / "scripts" / "bench"), "--servers", "zkcompat", "--duration", "1.5",
          "--warmup", "0.5", "--repeats", "1", "--znodes", "2000", "--processes", "1",
          "--sessions", "2", "--inflight", "4", "--workloads", "create", "--levels", "2x4", "--fanout", "0", "--idle", "0",
+         "--server-warmup", "0.5",
          "--workdir", str(tmp_path / "w"),
          "--json", str(out_json)],
         capture_output=True, text=True, timeout=TINY_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -117,3 +118,18 @@ def test_fanout_and_idle_arguments():
     assert plan["fanout"] is None and plan["idle"] == 50 and plan["fanout_rounds"] == 5
     with pytest.raises(SystemExit):
         cli.resolve(["--idle", "-1"])
+
+
+def test_saturation_lines_name_generator_and_server_bound_cases():
+    def case(section, busiest, clients, ops, per_kop):
+        values = {"throughput (ops/s)": ops, "server CPU s / 1,000 ops": per_kop,
+                  "generator busiest process CPU (%)": busiest,
+                  "all client processes CPU (cores)": clients}
+        return [scenarios.Row(section, m, {"zk": v}) for m, v in values.items()]
+
+    rows = (case("a", 97, 1.0, 1000, 0.5) + case("b", 40, 0.8, 10_000, 0.1)
+            + case("c", 10, 0.1, 10_000, 0.18) + case("d", 10, 0.1, 1000, 0.1))
+    lines = scenarios.saturation_lines(rows, cores=2)
+    assert len(lines) == 3
+    assert lines[0].startswith("a on zk: busiest client process at 97%")
+    assert "clients took cores" in lines[1] and "server-bound" in lines[2]

@@ -26,8 +26,9 @@ from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,
-        "fanout_rounds": 20}
-QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5}
+        "fanout_rounds": 20, "server_warmup": 15.0}
+QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5,
+         "server_warmup": 4.0}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 
 
@@ -55,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--znodes", type=int, help="znodes for recovery (full 1,000,000)")
     p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
     p.add_argument("--warmup", type=float, help="unmeasured seconds at the start of a run")
+    p.add_argument("--server-warmup", type=float, metavar="SECONDS",
+                   help="unmeasured mixed load on each server before the first case, for "
+                   "ZooKeeper's JIT (full 15, quick 4; 0 for none)")
     p.add_argument("--repeats", type=int, help="runs per workload and server; the median counts")
     p.add_argument("--processes", type=int, default=2, help="client processes (at most)")
     p.add_argument("--sessions", type=int, default=8,
@@ -121,6 +125,7 @@ def plan_of(args: argparse.Namespace) -> dict:
         "fanout": args.fanout or None, "fanout_rounds": args.fanout_rounds,
         "idle": args.idle or None,
         "recovery": None if args.no_recovery or not args.servers else args.znodes,
+        "server_warmup_s": args.server_warmup,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
                     "inflight": args.inflight},
@@ -152,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                 managed.append(server)
                 server.start("/")
                 targets.append(server.target())
+            if args.server_warmup > 0:
+                print(f"server warm-up: {args.server_warmup:g} s of 90/10 at 8x32 each",
+                      flush=True)
+                scenarios.warm_up(targets, args.server_warmup, args.processes)
             for wl in args.workloads:
                 print(f"throughput: {wl}", flush=True)
                 for level in args.levels:
