@@ -1,10 +1,17 @@
 """scripts/bench: zkcompat and Apache ZooKeeper, started in the same run with the same
 zoo.cfg (forceSync=yes, standalone), measured alike, printed side by side with the ratio.
 
-  scripts/bench                 full: writes 3 x 15 s per workload, recovery of 1,000,000 znodes
-  scripts/bench --quick         short runs and 100,000 znodes (a few minutes)
+Each workload (getData, exists, getChildren of 100, setData, 90/10 mix, ephemeral-sequential
+create+delete) runs at each level (sessions x requests in flight: 1x1, 8x32, 64x16) on
+each server in turn: ops/s, p50/p99/p999, server CPU s per 1,000 ops, RSS, client CPU.
+Then a watch fan-out to 1,000 sessions, 1,000 idle pinging sessions beside a small load,
+recovery of N znodes, and a line naming the cases the load generator may have limited.
+
+  scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
+  scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
+  scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
-                                an ensemble already running: throughput only
+                                an ensemble already running: no CPU or RSS for it
 """
 
 from __future__ import annotations

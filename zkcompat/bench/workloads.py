@@ -1,9 +1,10 @@
 """What each bench session sends. A Workload makes its nodes once (`setup`, in the parent
 process, over a blocking session) and then yields requests for one session at a time
-(`requests`, in a client process, as (op code, zkcompat.jute record) pairs). To add one
-(getData, exists, getChildren, a 90/10 read/write mix, watch fan-out): subclass
-Workload, make its nodes in `setup`, yield its requests, and add it to WORKLOADS; the
-command line (--workloads) and the table pick it up from there.
+(`requests`, in a client process, as (op code, zkcompat.jute record) pairs). To add one:
+subclass Workload, make its nodes in `setup`, yield its requests, and add it to WORKLOADS
+(and DEFAULT_WORKLOADS to run it by default); the command line (--workloads, --levels) and
+the table pick it up from there. Scenarios that are not a request stream (watch fan-out,
+idle sessions) live in `sessions`.
 """
 
 from __future__ import annotations
