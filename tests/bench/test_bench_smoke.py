@@ -74,6 +74,7 @@ def test_tiny_run_on_zkcompat_prints_the_table(tmp_path):
     assert by_metric[("create (100 B) @ 2x4", "error replies")] == 0
     assert by_metric[("create (100 B) @ 2x4", "server CPU s / 1,000 ops")] > 0
     assert by_metric[("recovery, 2,000 znodes x 100 B", "RSS after restart (MB)")] > 1
+    assert isinstance(json.loads(out_json.read_text())["generator_saturated"], list)
 
 
 def test_levels_split_over_processes():

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n({time.monotonic() - started:.0f} s; ratios are zkcompat/zookeeper: above 1 is "
           "more for zkcompat, so better for throughput and worse for time, latency and RSS)")
     if args.json:
-        args.json.write_text(json.dumps({"plan": plan, "rows": [asdict(r) for r in rows]},
+        args.json.write_text(json.dumps({"plan": plan, "rows": [asdict(r) for r in rows],
+                                         "generator_saturated": saturated},
                                         indent=2))
     return 0
 
