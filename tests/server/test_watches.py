@@ -82,3 +82,34 @@ def test_connection_gone_drops_everything():
     assert wm.count() == 0
     fire(wm, (CHANGED, "/a"))
     assert w.got == []
+
+
+def test_children_wire_cache_follows_every_change():
+    from zkcompat.jute import records as r
+    from zkcompat.jute.constants import OpCode
+    from zkcompat.server.reads import _children_wire
+    from zkcompat.tree.datatree import DataTree
+    from zkcompat.tree.txn import Txn
+
+    world = [r.ACL(31, r.Id("world", "anyone"))]
+    tree = DataTree()
+
+    def apply(zxid, op, body):
+        tree.apply(Txn(r.TxnHeader(1, 1, zxid, zxid, op), body))
+
+    def names():
+        wire = _children_wire("/p", tree.nodes["/p"])
+        return sorted(r.GetChildrenResponse.from_bytes(wire).children)
+
+    apply(1, OpCode.CREATE, r.CreateTxn("/p", b"", world, False, -1))
+    assert names() == []
+    apply(2, OpCode.CREATE, r.CreateTxn("/p/a", b"", world, False, -1))
+    assert names() == ["a"]
+    # One multi: a create and a delete under the same zxid keep the count the same.
+    apply(3, OpCode.MULTI, [(OpCode.CREATE, r.CreateTxn("/p/b", b"", world, False, -1)),
+                           (OpCode.DELETE, r.DeleteTxn("/p/a"))])
+    assert names() == ["b"]
+    apply(4, OpCode.DELETE, r.DeleteTxn("/p/b"))
+    apply(5, OpCode.DELETE, r.DeleteTxn("/p"))
+    apply(6, OpCode.CREATE, r.CreateTxn("/p", b"", world, False, -1))
+    assert names() == []
