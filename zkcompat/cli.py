@@ -70,6 +70,16 @@ def serve(config_path, port, address, data_dir, log_level) -> None:
                                    f"{cfg.client_port}: {e}") from None
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(args) -> None:
+    """zkcompat vs Apache ZooKeeper side by side (scripts/bench; --help for options)."""
+    from zkcompat.bench.cli import main as bench_main  # noqa: PLC0415
+
+    raise SystemExit(bench_main(list(args)))
+
+
 cli_tools.register(main)
 
 if __name__ == "__main__":
