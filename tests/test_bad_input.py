@@ -557,8 +557,12 @@ def test_second_connect_request_on_an_open_session(zookeeper, zkcompat, guard):
     """A second ConnectRequest is read as a request header (xid 0, op 0): an unknown op."""
     with guard.check():
         zk, ours = both(zookeeper, zkcompat, send_then_ping, connect_request())
-    assert zk == [("reply", 0, UNIMPLEMENTED, ""), CLOSED], f"ZooKeeper answered {zk}"
-    assert ours == zk
+    closes = [("reply", 0, UNIMPLEMENTED, ""), CLOSED]
+    # ZooKeeper closes asynchronously (UnimplementedRequestProcessor -> sendCloseSession),
+    # so the ping sent right after is sometimes still answered; zkcompat closes once the
+    # reply is flushed, every time.
+    assert zk in (closes, closes[:1]), f"ZooKeeper answered {zk}"
+    assert ours == closes
 
 
 def _zeros_response(read_only_byte: bool) -> bytes:
@@ -677,8 +681,10 @@ def test_unknown_op_gets_unimplemented_then_close(op, zookeeper, zkcompat, guard
     closed (the session itself lives on)."""
     with guard.check():
         zk, ours = both(zookeeper, zkcompat, send_then_ping, request(77, op, b"\0" * 8))
-    assert zk == [("reply", 77, UNIMPLEMENTED, ""), CLOSED], f"ZooKeeper itself answered {zk}"
-    assert ours == zk
+    closes = [("reply", 77, UNIMPLEMENTED, ""), CLOSED]
+    # ZooKeeper's close is asynchronous: the ping right after may still be answered.
+    assert zk in (closes, closes[:1]), f"ZooKeeper itself answered {zk}"
+    assert ours == closes
 
 
 def test_unknown_op_session_survives_the_close(zookeeper, zkcompat, guard):
