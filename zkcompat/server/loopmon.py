@@ -1,15 +1,19 @@
-"""Event-loop stall monitor: how late a 10 ms timer fires is how long the loop was blocked."""
+"""Event-loop stall monitor: how late a 10 ms timer fires is how long the loop was blocked.
+A stall over STALL_LOG_MS is logged, so an operator sees what clients felt."""
 
 import asyncio
+import logging
 import time
 
+log = logging.getLogger(__name__)
+
 INTERVAL_S = 0.010
+STALL_LOG_MS = 100.0
 
 
 class LoopMonitor:
     def __init__(self):
         self.max_stall_ms = 0.0  # since start (or the last reset)
-        self.last_stall_ms = 0.0
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -28,6 +32,7 @@ class LoopMonitor:
             t0 = time.monotonic()
             await asyncio.sleep(INTERVAL_S)
             late_ms = (time.monotonic() - t0 - INTERVAL_S) * 1000
-            self.last_stall_ms = late_ms
             if late_ms > self.max_stall_ms:
                 self.max_stall_ms = late_ms
+            if late_ms > STALL_LOG_MS:
+                log.warning("event=loop_stall ms=%.1f", late_ms)

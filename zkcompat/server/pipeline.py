@@ -64,7 +64,6 @@ class Pipeline:
         self._sync_task: asyncio.Task | None = None
         self.on_applied = _nothing  # after every applied txn (the snapshotter counts them)
         self.on_fatal = _nothing  # the log cannot sync or apply failed: stop serving
-        self.stats = {"packets_received": 0, "packets_sent": 0, "outstanding": 0}
 
     # -- entry points -------------------------------------------------------------
 

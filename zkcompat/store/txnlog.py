@@ -63,8 +63,6 @@ def decode_entry(zxid: int, value: bytes) -> Txn:
 
 
 class TxnLog:
-    durable = True
-
     def __init__(self, path: Path, sync: bool = True):
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
