@@ -3,6 +3,7 @@ or an external connect string (one server or an ensemble) that the run only talk
 
 Both managed kinds get the same zoo.cfg: forceSync=yes, the same snapCount and tickTime,
 no per-address connection limit. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX.
+Both inherit this process's open-file limit, raised to the hard limit before they start.
 Processes are ended by their PID only.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +33,7 @@ ZOOKEEPER_HEAP_MAX = "-Xmx1g"
 ZOOKEEPER_LOGGING_JARS = ("slf4j-log4j12.jar", "log4j-1.2.jar")
 START_TIMEOUT_S = 900.0  # recovering a million znodes can take minutes
 STOP_GRACE_S = 60.0  # ZooKeeper and zkcompat both finish quickly on SIGTERM
+JCMD_TIMEOUT_S = 60.0  # a full GC of a 1 GB heap takes a second or two
 
 BASE_CFG = {
     "tickTime": 2000,
@@ -58,6 +62,22 @@ def _kill_leftovers() -> None:
         if popen.poll() is None:
             os.kill(pid, signal.SIGKILL)
             popen.wait()
+
+
+def raise_nofile_limit(needed: int = 0) -> int:
+    """Raise RLIMIT_NOFILE's soft limit to the hard one (children inherit it); returns the
+    new soft limit, or raises RuntimeError if even the hard limit is below `needed`."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    elif hard == resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+        soft = needed
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise RuntimeError(f"open-file limit {soft} is below the {needed} this run needs "
+                           "(raise the hard limit: ulimit -Hn, limits.conf)")
+    return soft
 
 
 def free_port() -> int:
@@ -159,6 +179,7 @@ class ManagedServer:
         spawn to that first successful read."""
         assert not self.alive(), f"{self.kind} is already running"
         cmd, env = self._command(self._write_cfg())
+        raise_nofile_limit()  # the server inherits it: thousands of sessions, one fd each
         out = open(self.workdir / f"{self.kind}.out", "ab")  # noqa: SIM115 - the child owns it
         t0 = time.monotonic()
         self.popen = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
@@ -197,6 +218,21 @@ class ManagedServer:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
         raise RuntimeError(f"no VmRSS for pid {self.pid}")
+
+    def live_heap_bytes(self) -> int | None:
+        """ZooKeeper only: the JVM heap in use right after a full GC (`jcmd GC.run`), which,
+        unlike RSS, excludes garbage not yet collected; None for zkcompat or without jcmd."""
+        if self.kind != "zookeeper" or not self.alive() or shutil.which("jcmd") is None:
+            return None
+        try:
+            subprocess.run(["jcmd", str(self.pid), "GC.run"], capture_output=True,
+                           timeout=JCMD_TIMEOUT_S, check=True)
+            out = subprocess.run(["jcmd", str(self.pid), "GC.heap_info"], capture_output=True,
+                                 text=True, timeout=JCMD_TIMEOUT_S, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        m = re.search(r"heap\s+total \d+K, used (\d+)K", out)
+        return int(m.group(1)) * 1024 if m else None
 
     def disk_bytes(self) -> int:
         """Bytes actually allocated under dataDir (ZooKeeper's logs are sparse, preallocated)."""

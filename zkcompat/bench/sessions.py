@@ -1,46 +1,110 @@
 """Scenarios about many sessions rather than many requests: a watch fan-out (N sessions
-watch one node, one setData, time until all N events arrive) and N mostly idle sessions
-that only ping while a small closed-loop load runs beside them."""
+watch one node, one setData, time until all N events arrive), N mostly idle sessions
+that only ping while a small closed-loop load runs beside them, and `HeldSessions`, the
+client processes that keep thousands of sessions open (pinging, optionally watching) for
+the scale checks."""
 
 from __future__ import annotations
 
+import heapq
 import multiprocessing
+import random
 import selectors
 import statistics
+import struct
 import time
 import uuid
 from array import array
+from collections import Counter
+from collections.abc import Sequence
 
 from zkcompat.bench import wire
 from zkcompat.bench.loadgen import LoadPlan, cpu_seconds, rss_bytes, run_load
 from zkcompat.bench.scenarios import MB, SATURATED, Row
-from zkcompat.bench.servers import Target
+from zkcompat.bench.servers import Target, raise_nofile_limit
 from zkcompat.bench.workloads import GetDataWorkload
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import OpCode
+from zkcompat.jute.constants import EventType, OpCode
 
 EVENT_TIMEOUT_S = 30.0
 IDLE_SESSION_TIMEOUT_MS = 6_000  # a client pings every third of it: every 2 s
+# ZooKeeper's maxSessionTimeout is 20 ticks (40 s at tickTime 2000): fan-out sessions never
+# ping, so the first of 10,000 must outlive the opening of the last
+FANOUT_SESSION_TIMEOUT_MS = 40_000
 RECV_BYTES = 1 << 16
+OPEN_BATCH = 16  # handshakes in flight per client process, well inside a listen backlog of 50
+OPEN_TIMEOUT_S = 300.0  # a client process that has not opened its share by then gives up
+CLOSE_TIMEOUT_S = 30.0  # how long closeSession replies are waited for, all sessions together
+FD_MARGIN = 64  # descriptors a process needs besides its sessions
+EVENT_TYPE = struct.Struct(">i")
+
+
+def _open_batch(address: tuple[str, int], n: int, timeout_ms: int) -> list[wire.SyncSession]:
+    """n sessions with their handshakes in flight together; non-blocking once open."""
+    batch: list[wire.SyncSession] = []
+    try:
+        for _ in range(n):
+            batch.append(wire.SyncSession(*address, session_timeout_ms=timeout_ms,
+                                          handshake=False))
+        for s in batch:
+            s.finish_handshake()
+            s.sock.setblocking(False)
+    except BaseException:
+        for s in batch:
+            s.sock.close()
+        raise
+    return batch
 
 
 def _open_sessions(address: tuple[str, int], n: int,
                    timeout_ms: int = wire.SESSION_TIMEOUT_MS) -> list[wire.SyncSession]:
-    out = []
+    out: list[wire.SyncSession] = []
     try:
-        for _ in range(n):
-            s = wire.SyncSession(*address, session_timeout_ms=timeout_ms)
-            s.sock.setblocking(False)
-            out.append(s)
+        while len(out) < n:
+            out += _open_batch(address, min(OPEN_BATCH, n - len(out)), timeout_ms)
     except BaseException:
-        _close_all(out)
+        _close_all(out, graceful=False)
         raise
     return out
 
 
-def _close_all(sessions: list[wire.SyncSession]) -> None:
+def _close_all(sessions: list[wire.SyncSession], graceful: bool = True) -> None:
+    """Close every session. Graceful sends closeSession on each and waits (at most
+    CLOSE_TIMEOUT_S) for the replies, so the server does not expire thousands of sessions
+    in the middle of the next measurement."""
+    if graceful:
+        sel = selectors.DefaultSelector()
+        pending: dict[wire.SyncSession, int] = {}
+        for s in sessions:
+            s.xid += 1
+            try:
+                s.sock.setblocking(False)
+                s.sock.send(wire.request(s.xid, OpCode.CLOSE_SESSION, None))
+                sel.register(s.sock, selectors.EVENT_READ, s)
+                pending[s] = s.xid
+            except OSError:
+                continue
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        unpack = wire.REPLY_HEADER.unpack_from
+        while pending and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=0.5):
+                s = key.data
+                try:
+                    data = s.sock.recv(RECV_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                try:
+                    done = not data or any(unpack(b)[0] == pending[s] for b in s.reader.feed(data))
+                except Exception:  # noqa: BLE001 - a garbled stream: nothing more to wait for
+                    done = True
+                if done:
+                    sel.unregister(s.sock)
+                    del pending[s]
+        sel.close()
     for s in sessions:
-        s.sock.close()  # the server expires them; nothing waits for that
+        s.sock.close()
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -51,7 +115,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _drain(sel: selectors.BaseSelector, until: float, on_frame) -> None:
-    """Read every readable session, handing (session, xid, now) to on_frame until it
+    """Read every readable session, handing (session, xid, now, body) to on_frame until it
     returns True or `until` passes."""
     unpack = wire.REPLY_HEADER.unpack_from
     while True:
@@ -68,18 +132,27 @@ def _drain(sel: selectors.BaseSelector, until: float, on_frame) -> None:
                 raise wire.WireError("the server closed a session")
             now = time.monotonic()
             for body in sess.reader.feed(data):
-                if on_frame(sess, unpack(body)[0], now):
+                if on_frame(sess, unpack(body)[0], now, body):
                     return
 
 
-def fanout(targets: list[Target], watchers: int, rounds: int, log=print) -> list[Row]:
+def _data_changed(body: bytes) -> bool:
+    return EVENT_TYPE.unpack_from(body, wire.REPLY_HEADER.size)[0] == EventType.NODE_DATA_CHANGED
+
+
+def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
+           section: str | None = None) -> list[Row]:
     """Per target: `watchers` sessions (one client process) each set a data watch on one
     node (getData with watch), then one setData from another session; the time from
-    sending that setData until the last watcher has read its event. Repeated `rounds`
-    times, watches re-armed each round."""
-    section = f"watch fan-out, {watchers:,} sessions x 1 node"
+    sending that setData (and from its reply) until the last watcher has read its
+    NodeDataChanged. Repeated `rounds` times, watches re-armed each round."""
+    raise_nofile_limit(watchers + FD_MARGIN)
+    section = section or f"watch fan-out, {watchers:,} sessions x 1 node"
     rows = [Row(section, "until all events arrived, median round (ms)", fmt="{:.1f}"),
             Row(section, "until all events arrived, worst round (ms)", fmt="{:.1f}"),
+            Row(section, "setData reply, median round (ms)", fmt="{:.1f}"),
+            Row(section, "from the setData reply until all events, median (ms)",
+                fmt="{:.1f}"),
             Row(section, "one event p50 (ms)", fmt="{:.2f}"),
             Row(section, "server CPU s / round", fmt="{:.3f}"),
             Row(section, "server RSS (MB)", fmt="{:,.0f}"),
@@ -92,11 +165,12 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print) -> list
         try:
             if admin.create(path, b"0"):
                 raise wire.WireError(f"create {path} failed")
-            sessions = _open_sessions(t.addresses[0], watchers)
+            sessions = _open_sessions(t.addresses[0], watchers, FANOUT_SESSION_TIMEOUT_MS)
             sel = selectors.DefaultSelector()
             for s in sessions:
                 sel.register(s.sock, selectors.EVENT_READ, s)
-            alls, one, cpu, gen = [], [], [], []
+            sel.register(admin.sock, selectors.EVENT_READ, admin)
+            alls, replies, after_reply, one, cpu, gen = [], [], [], [], [], []
             for rnd in range(rounds):
                 pending = set()
                 for s in sessions:
@@ -104,7 +178,7 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print) -> list
                     s.sock.send(wire.request(s.xid, OpCode.GET_DATA, r.GetDataRequest(path, True)))
                     pending.add(s)
 
-                def armed(sess, xid, _now, pending=pending):
+                def armed(sess, xid, _now, _body, pending=pending):
                     if xid == sess.xid:
                         pending.discard(sess)
                     return not pending
@@ -112,6 +186,7 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print) -> list
                 _drain(sel, time.monotonic() + EVENT_TIMEOUT_S, armed)
                 waiting = set(sessions)
                 got: list[float] = []
+                reply_ms: list[float] = []
                 c0 = cpu_seconds(pid) if pid else None
                 p0 = time.process_time()
                 t0 = time.monotonic()
@@ -119,68 +194,148 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print) -> list
                 admin.sock.sendall(wire.request(admin.xid, OpCode.SET_DATA, r.SetDataRequest(
                     path, str(rnd).encode(), -1)))
 
-                def event(sess, xid, now, waiting=waiting, got=got, t0=t0):
-                    if xid == wire.NOTIFICATION_XID and sess in waiting:
+                def event(sess, xid, now, body, waiting=waiting, got=got, reply_ms=reply_ms,
+                          t0=t0, admin=admin):
+                    if sess is admin:
+                        if xid == admin.xid:
+                            reply_ms.append((now - t0) * 1000)
+                    elif xid == wire.NOTIFICATION_XID and sess in waiting and _data_changed(body):
                         waiting.discard(sess)
                         got.append((now - t0) * 1000)
-                    return not waiting
+                    return not waiting and bool(reply_ms)
 
                 _drain(sel, t0 + EVENT_TIMEOUT_S, event)
                 wall = time.monotonic() - t0
                 gen.append((time.process_time() - p0) / wall if wall > 0 else 0.0)
-                admin._recv_frame()  # the setData reply
                 if pid and c0 is not None:
                     time.sleep(0.05)
                     c1 = cpu_seconds(pid)
                     if c1 is not None:
                         cpu.append(c1 - c0)
                 alls.append(max(got))
+                replies.append(reply_ms[0])
+                after_reply.append(max(got) - reply_ms[0])
                 one.append(statistics.median(got))
+            sel.unregister(admin.sock)
             rss = rss_bytes(pid) if pid else None
         finally:
             _close_all(sessions)
             admin.close()
         log(f"  fan-out to {watchers:,} on {t.name}: all events in "
-            f"{statistics.median(alls):.1f} ms (median of {rounds}), worst {max(alls):.1f} ms")
+            f"{statistics.median(alls):.1f} ms (median of {rounds}), worst {max(alls):.1f} ms, "
+            f"{statistics.median(after_reply):.1f} ms after the setData reply")
         rows[0].values[t.name] = statistics.median(alls)
         rows[1].values[t.name] = max(alls)
-        rows[2].values[t.name] = statistics.median(one)
-        rows[3].values[t.name] = statistics.median(cpu) if cpu else None
-        rows[4].values[t.name] = rss / MB if rss else None
-        rows[5].values[t.name] = statistics.median(gen) * 100
+        rows[2].values[t.name] = statistics.median(replies)
+        rows[3].values[t.name] = statistics.median(after_reply)
+        rows[4].values[t.name] = statistics.median(one)
+        rows[5].values[t.name] = statistics.median(cpu) if cpu else None
+        rows[6].values[t.name] = rss / MB if rss else None
+        rows[7].values[t.name] = statistics.median(gen) * 100
     return rows
 
 
-def _idle_process(address, n: int, ready, stop, results) -> None:
-    try:
-        sessions = _open_sessions(address, n, IDLE_SESSION_TIMEOUT_MS)
-    except Exception as e:  # noqa: BLE001 - reported to the parent
-        ready.put(("error", f"{type(e).__name__}: {e}"))
-        return
-    ready.put(("ready", None))
-    sel = selectors.DefaultSelector()
-    interval = IDLE_SESSION_TIMEOUT_MS / 3000.0
-    start = time.monotonic()
-    due = {}
-    for i, s in enumerate(sessions):
-        sel.register(s.sock, selectors.EVENT_READ, s)
-        due[s] = start + interval * i / n  # staggered, like clients that connected apart
-    sent_at: dict[wire.SyncSession, float] = {}
-    lat = array("d")
-    lost = 0
-    unpack = wire.REPLY_HEADER.unpack_from
-    ping = wire.request(wire.PING_XID, OpCode.PING, None)
-    while not stop.is_set():
+class _Holder:
+    """One client process's sessions, each pinging every third of its session timeout
+    (as client libraries do), first pings spread over one interval; optionally setting
+    getData watches, `inflight` at a time per session."""
+
+    def __init__(self, address: tuple[str, int], timeout_ms: int, seed: int) -> None:
+        self.address = address
+        self.timeout_ms = timeout_ms
+        self.interval_s = timeout_ms / 3000.0
+        self.rng = random.Random(seed)
+        self.sel = selectors.DefaultSelector()
+        self.sessions: list[wire.SyncSession] = []
+        self.due: list[tuple[float, int, wire.SyncSession]] = []  # heap of next pings
+        self.ping_sent: dict[wire.SyncSession, float] = {}
+        self.dead: set[wire.SyncSession] = set()
+        self.lat = array("d")
+        self.recording = False
+        self.pings = self.late = self.notifications = 0
+        self.todo: dict[wire.SyncSession, list] = {}  # watch registrations not yet sent
+        self.outstanding: Counter = Counter()  # session -> requests without a reply
+        self.replies = 0
+        self.errors: Counter = Counter()
+        self.ping = wire.request(wire.PING_XID, OpCode.PING, None)
+
+    def open(self, n: int, deadline: float) -> str | None:
+        """Open n sessions in batches, pinging the open ones meanwhile; an error text if
+        the server refused or the deadline passed first."""
+        while len(self.sessions) < n:
+            if time.monotonic() > deadline:
+                return f"only {len(self.sessions):,} of {n:,} sessions opened in time"
+            try:
+                batch = _open_batch(self.address, min(OPEN_BATCH, n - len(self.sessions)),
+                                    self.timeout_ms)
+            except (OSError, wire.WireError) as e:
+                return f"after {len(self.sessions):,} sessions: {type(e).__name__}: {e}"
+            now = time.monotonic()
+            for s in batch:
+                self.sel.register(s.sock, selectors.EVENT_READ, s)
+                heapq.heappush(self.due, (now + self.rng.uniform(0, self.interval_s),
+                                          len(self.sessions), s))
+                self.sessions.append(s)
+            self.service(0.0)
+        return None
+
+    def register(self, paths: list[str], inflight: int, deadline: float) -> None:
+        """Every live session sets a getData watch on every path."""
+        reqs = [r.GetDataRequest(p, True) for p in paths]
+        for s in self.sessions:
+            if s not in self.dead:
+                self.todo[s] = reqs[::-1]  # popped from the end
+                for _ in range(inflight):
+                    self._send_next(s)
+        while self.todo or self.outstanding:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {self.replies:,} watches set in time")
+            self.service(0.05)
+
+    def _send_next(self, s: wire.SyncSession) -> None:
+        todo = self.todo.get(s)
+        if not todo:
+            self.todo.pop(s, None)
+            return
+        s.xid += 1
+        self.outstanding[s] += 1
+        self._send(s, wire.request(s.xid, OpCode.GET_DATA, todo.pop()))
+
+    def _send(self, s: wire.SyncSession, data: bytes) -> None:
+        try:
+            n = s.sock.send(data)
+        except OSError:
+            self._lose(s)
+            return
+        if n != len(data):  # requests are tiny and few in flight: never on loopback
+            raise wire.WireError("a session's socket buffer filled up")
+
+    def _lose(self, s: wire.SyncSession) -> None:
+        if s not in self.dead:
+            self.dead.add(s)
+            self.todo.pop(s, None)
+            self.outstanding.pop(s, None)
+            self.ping_sent.pop(s, None)
+            self.sel.unregister(s.sock)
+
+    def service(self, timeout_s: float) -> None:
+        """Send the pings that are due, then read what arrived within timeout_s."""
         now = time.monotonic()
-        for s in sessions:
-            if due[s] <= now and s not in sent_at:
-                try:
-                    s.sock.send(ping)
-                except OSError:
-                    continue
-                sent_at[s] = now
-                due[s] = now + interval
-        for key, _ in sel.select(timeout=0.05):
+        due = self.due
+        while due and due[0][0] <= now:
+            _, n, s = heapq.heappop(due)
+            if s in self.dead:
+                continue
+            if s in self.ping_sent:
+                self.late += 1  # the previous ping is still unanswered
+            else:
+                self.ping_sent[s] = now
+                self._send(s, self.ping)
+            heapq.heappush(due, (now + self.interval_s, n, s))
+        if due:
+            timeout_s = max(0.0, min(timeout_s, due[0][0] - now))
+        unpack = wire.REPLY_HEADER.unpack_from
+        for key, _ in self.sel.select(timeout=timeout_s):
             s = key.data
             try:
                 data = s.sock.recv(RECV_BYTES)
@@ -189,16 +344,151 @@ def _idle_process(address, n: int, ready, stop, results) -> None:
             except OSError:
                 data = b""
             if not data:
-                lost += 1
-                sel.unregister(s.sock)
-                sessions.remove(s)
+                self._lose(s)
                 continue
             now = time.monotonic()
             for body in s.reader.feed(data):
-                if unpack(body)[0] == wire.PING_XID and s in sent_at:
-                    lat.append((now - sent_at.pop(s)) * 1000)
-    _close_all(sessions)
-    results.put((lost, lat.tobytes()))
+                xid, _, err = unpack(body)
+                if xid == wire.PING_XID:
+                    sent = self.ping_sent.pop(s, None)
+                    if sent is not None and self.recording:
+                        self.pings += 1
+                        self.lat.append((now - sent) * 1000)
+                elif xid == wire.NOTIFICATION_XID:
+                    self.notifications += 1
+                elif self.outstanding[s] > 0:
+                    self.outstanding[s] -= 1
+                    if not self.outstanding[s]:
+                        del self.outstanding[s]
+                    self.replies += 1
+                    if err:
+                        self.errors[err] += 1
+                    self._send_next(s)
+                else:
+                    raise wire.WireError(f"unexpected reply xid {xid}")
+
+    def hold(self, stop, measure) -> None:
+        while not stop.is_set():
+            if not self.recording and measure.is_set():
+                self.recording = True
+            self.service(0.05)
+
+
+def _hold_process(index: int, address, n: int, timeout_ms: int, paths: list[str],
+                  inflight: int, control: dict, messages) -> None:
+    """A client process of HeldSessions: open, report; set watches when told, report;
+    ping until told to stop, then close the sessions and report what it measured."""
+    holder = None
+    try:
+        raise_nofile_limit(n + FD_MARGIN)
+        holder = _Holder(address, timeout_ms, seed=index)
+        t0 = time.monotonic()
+        error = holder.open(n, t0 + OPEN_TIMEOUT_S)
+        messages.put(("opened", index, (len(holder.sessions), error, time.monotonic() - t0)))
+        if paths:
+            while not control["register"].is_set() and not control["stop"].is_set():
+                holder.service(0.05)
+            if control["register"].is_set():
+                t0 = time.monotonic()
+                holder.register(paths, inflight, t0 + OPEN_TIMEOUT_S)
+                messages.put(("registered", index, (holder.replies, dict(holder.errors),
+                                                    time.monotonic() - t0)))
+        holder.hold(control["stop"], control["measure"])
+        lost = len(holder.dead)
+        _close_all(holder.sessions)
+        messages.put(("done", index, (lost, holder.pings, holder.late, holder.notifications,
+                                      holder.lat.tobytes())))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the run
+        if holder is not None:
+            _close_all(holder.sessions, graceful=False)
+        messages.put(("error", index, f"{type(e).__name__}: {e}"))
+
+
+class HeldSessions:
+    """`sessions` sessions on one server, spread over up to `processes` client processes,
+    each pinging every third of `timeout_ms` until `stop` (at most `max_s` after the
+    start: then the processes are killed). With `watch_paths`, every session sets a
+    getData watch on each of them when `register` is called."""
+
+    def __init__(self, address: tuple[str, int], sessions: int, processes: int = 2,
+                 timeout_ms: int = IDLE_SESSION_TIMEOUT_MS, watch_paths: Sequence[str] = (),
+                 inflight: int = 16) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.processes = max(1, min(processes, sessions))
+        share, extra = divmod(sessions, self.processes)
+        self.shares = [share + (1 if i < extra else 0) for i in range(self.processes)]
+        self.control = {k: ctx.Event() for k in ("register", "measure", "stop")}
+        self.messages = ctx.Queue()
+        self.procs = [ctx.Process(target=_hold_process, daemon=True, args=(
+            i, address, n, timeout_ms, list(watch_paths), inflight, self.control,
+            self.messages)) for i, n in enumerate(self.shares)]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def _collect(self, kind: str, timeout_s: float) -> list:
+        """One `kind` message from every process, in process order."""
+        got: dict[int, object] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(got) < len(self.procs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"client processes did not report {kind!r} in time")
+            what, index, detail = self.messages.get(timeout=left)
+            if what == "error":
+                raise RuntimeError(f"session client process {index}: {detail}")
+            if what != kind:
+                raise RuntimeError(f"session client process {index}: {what} before {kind}")
+            got[index] = detail
+        return [got[i] for i in range(len(self.procs))]
+
+    def start(self) -> tuple[int, list[str], float]:
+        """Open every session: (how many opened, the errors, seconds until the last)."""
+        for p in self.procs:
+            p.start()
+        opened = self._collect("opened", OPEN_TIMEOUT_S + 30)
+        return (sum(o[0] for o in opened), [o[1] for o in opened if o[1]],
+                max(o[2] for o in opened))
+
+    def register(self) -> tuple[int, Counter, float]:
+        """Set the watches: (replies, error codes, seconds until the last process was done)."""
+        self.control["register"].set()
+        done = self._collect("registered", OPEN_TIMEOUT_S + 30)
+        errors: Counter = Counter()
+        for d in done:
+            errors.update(d[1])
+        return sum(d[0] for d in done), errors, max(d[2] for d in done)
+
+    def measure(self) -> None:
+        """Ping latencies count from now on."""
+        self.control["measure"].set()
+
+    def stop(self) -> tuple[int, int, int, int, list[float]]:
+        """Close the sessions: (lost, pings, late pings, notifications, ping latencies ms)."""
+        self.control["stop"].set()
+        done = self._collect("done", CLOSE_TIMEOUT_S + 30)
+        lat = array("d")
+        for d in done:
+            lat.frombytes(d[4])
+        return (sum(d[0] for d in done), sum(d[1] for d in done), sum(d[2] for d in done),
+                sum(d[3] for d in done), sorted(lat))
+
+    def close(self) -> None:
+        self.control["stop"].set()
+        for p in self.procs:
+            if p.pid is None:
+                continue
+            p.join(CLOSE_TIMEOUT_S + 5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+    def __enter__(self) -> HeldSessions:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def idle(targets: list[Target], idle_sessions: int, duration_s: float, warmup_s: float,
@@ -215,31 +505,18 @@ def idle(targets: list[Target], idle_sessions: int, duration_s: float, warmup_s:
             Row(section, "server CPU (% of a core)", fmt="{:.1f}"),
             Row(section, "server RSS (MB)", fmt="{:,.0f}"),
             Row(section, "sessions lost", fmt="{:,.0f}")]
-    ctx = multiprocessing.get_context("fork")
     for t in targets:
         pid = t.server.pid if t.server is not None else None
-        ready, results, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-        proc = ctx.Process(target=_idle_process, args=(t.addresses[0], idle_sessions, ready,
-                                                       stop, results), daemon=True)
-        proc.start()
-        try:
-            kind, detail = ready.get(timeout=120)
-            if kind == "error":
-                raise RuntimeError(f"idle sessions on {t.name}: {detail}")
+        with HeldSessions(t.addresses[0], idle_sessions, processes=1,
+                          timeout_ms=IDLE_SESSION_TIMEOUT_MS) as held:
+            opened, errors, _ = held.start()
+            if errors:
+                raise RuntimeError(f"idle sessions on {t.name}: {errors[0]}")
+            held.measure()
             wl = GetDataWorkload(root=f"/bench-idle-{uuid.uuid4().hex[:8]}")
             res = run_load(LoadPlan(wl, t.addresses, 1, 4, 1, duration_s, warmup_s,
                                     server_pid=pid))
-            stop.set()
-            lost, lat_bytes = results.get(timeout=60)
-        finally:
-            stop.set()
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        lat = array("d")
-        lat.frombytes(lat_bytes)
-        pings = sorted(lat)
+            lost, _, _, _, pings = held.stop()
         log(f"  {idle_sessions:,} idle sessions on {t.name}: {res.throughput:,.0f} ops/s "
             f"active, {len(pings):,} pings, p99 {_pct(pings, 0.99):.2f} ms, lost {lost}")
         rows[0].values[t.name] = res.throughput

@@ -41,13 +41,24 @@ class SyncSession:
     """A blocking session for setup, checks and readiness probes (one request at a time)."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 10.0,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, handshake: bool = True) -> None:
+        """Connects and sends the ConnectRequest; with handshake=False the caller reads the
+        ConnectResponse later (`finish_handshake`), so many sessions can open at once."""
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = FrameReader(MAX_FRAME_BYTES)
         self.frames: list[bytes] = []
         self.xid = 0
-        self.sock.sendall(connect_request(session_timeout_ms))
+        self.session_id = 0
+        try:
+            self.sock.sendall(connect_request(session_timeout_ms))
+            if handshake:
+                self.finish_handshake()
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def finish_handshake(self) -> None:
         resp, _ = r.ConnectResponse.decode(self._recv_frame(), 0)
         if resp.sessionId == 0:
             raise WireError("the server refused the session")
