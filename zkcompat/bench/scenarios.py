@@ -159,14 +159,20 @@ def saturation_lines(rows: list[Row], cores: int | None = None) -> list[str]:
 
 
 def recovery(servers: list[ManagedServer], znodes: int, shape: ClientShape,
-             log=print) -> list[Row]:
-    """Per server: start empty, load `znodes` creates of 100 B (pipelined), stop, restart,
-    time until a session reads a loaded node, check every znode is back, RSS."""
-    section = f"recovery, {znodes:,} znodes x 100 B"
-    names = ("empty start until serving (s)", "load, pipelined creates (ops/s)",
-             "RSS after load (MB)", "dataDir on disk (MB)", "restart until serving (s)",
-             "RSS after restart (MB)")
-    fmts = ("{:.2f}", "{:,.0f}", "{:,.0f}", "{:,.0f}", "{:.2f}", "{:,.0f}")
+             log=print, restart: bool = True) -> list[Row]:
+    """Per server: start empty, load `znodes` creates of 100 B (pipelined), RSS per znode,
+    stop, restart, time until a session reads a loaded node, check every znode is back,
+    RSS. With restart=False only the load and its memory (the znodes scale check)."""
+    section = (f"recovery, {znodes:,} znodes x 100 B" if restart
+               else f"scale: {znodes:,} znodes x 100 B in memory")
+    names = ["empty start until serving (s)", "load, pipelined creates (ops/s)",
+             "RSS before load (MB)", "RSS after load (MB)", "RSS per znode after load (B)",
+             "JVM live heap per znode, after a full GC (B)"]
+    fmts = ["{:.2f}", "{:,.0f}", "{:,.0f}", "{:,.0f}", "{:,.0f}", "{:,.0f}"]
+    if restart:
+        names += ["dataDir on disk (MB)", "restart until serving (s)", "RSS after restart (MB)",
+                  "RSS per znode after restart (B)"]
+        fmts += ["{:,.0f}", "{:.2f}", "{:,.0f}", "{:,.0f}"]
     rows = [Row(section, n, fmt=f) for n, f in zip(names, fmts, strict=True)]
     for server in servers:
         wl = CreateWorkload(root="/recovery")
@@ -176,6 +182,9 @@ def recovery(servers: list[ManagedServer], znodes: int, shape: ClientShape,
         first = wl.path(plan.slots()[0], 0)
         try:
             empty = server.start("/")
+            time.sleep(RSS_SETTLE_S)
+            rss_empty = server.rss_bytes()
+            heap_empty = server.live_heap_bytes()
             res = run_load(plan)
             load_s = res.seconds
             if res.errors or res.total_replies != znodes:
@@ -183,19 +192,29 @@ def recovery(servers: list[ManagedServer], znodes: int, shape: ClientShape,
                                    f"errors {dict(res.errors)}")
             time.sleep(RSS_SETTLE_S)
             rss_loaded = server.rss_bytes()
-            server.stop()
-            disk = server.disk_bytes()
-            restart = server.start(first)
-            rss_after = server.rss_bytes()
-            counted = _count(server, plan)
-            if counted != znodes:
-                raise RuntimeError(f"{server.kind} recovered {counted} of {znodes} znodes")
+            heap_loaded = server.live_heap_bytes()
+            values = [empty, znodes / load_s, rss_empty / MB, rss_loaded / MB,
+                      (rss_loaded - rss_empty) / znodes,
+                      (heap_loaded - heap_empty) / znodes
+                      if heap_loaded is not None and heap_empty is not None else None]
+            if restart:
+                server.stop()
+                disk = server.disk_bytes()
+                restart_s = server.start(first)
+                rss_after = server.rss_bytes()
+                counted = _count(server, plan)
+                if counted != znodes:
+                    raise RuntimeError(f"{server.kind} recovered {counted} of {znodes} znodes")
+                values += [disk / MB, restart_s, rss_after / MB, (rss_after - rss_empty) / znodes]
         finally:
             server.stop()
-        log(f"  recovery on {server.kind}: load {znodes / load_s:,.0f} ops/s, "
-            f"restart {restart:.2f} s, RSS {rss_loaded / MB:,.0f} -> {rss_after / MB:,.0f} MB")
-        for row, value in zip(rows, (empty, znodes / load_s, rss_loaded / MB, disk / MB, restart,
-                                     rss_after / MB), strict=True):
+        line = (f"  {'recovery' if restart else 'znodes'} on {server.kind}: load "
+                f"{znodes / load_s:,.0f} ops/s, RSS {rss_empty / MB:,.0f} -> "
+                f"{rss_loaded / MB:,.0f} MB ({values[4]:,.0f} B per znode)")
+        if restart:
+            line += f", restart {restart_s:.2f} s, RSS after restart {rss_after / MB:,.0f} MB"
+        log(line)
+        for row, value in zip(rows, values, strict=True):
             row.values[server.kind] = value
     return rows
 
