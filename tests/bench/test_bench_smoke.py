@@ -4,7 +4,9 @@ real benchmark is never run by the test suite; speed is not asserted here)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from zkcompat.bench.workloads import WORKLOADS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_RUN_TIMEOUT_S = 120
+SCALE_RUN_TIMEOUT_S = 60
 
 
 def test_quick_plan():
@@ -46,6 +49,9 @@ def test_external_ensemble_and_overrides():
     ["--levels", "8"],
     ["--levels", "0x4"],
     ["--levels", ""],
+    ["--scale", "--scale-hold", "0"],
+    ["--scale", "--scale-sessions", "-1"],
+    ["--scale", "--servers", "", "--connect", "zk=127.0.0.1:2181"],
 ])
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -134,3 +140,53 @@ def test_saturation_lines_name_generator_and_server_bound_cases():
     assert len(lines) == 3
     assert lines[0].startswith("a on zk: busiest client process at 97%")
     assert "clients took cores" in lines[1] and "server-bound" in lines[2]
+
+
+def test_scale_plan():
+    plan = cli.plan_of(cli.resolve(["--scale"]))["scale"]
+    assert plan == {"sessions": 10_000, "hold_s": 20.0, "znodes": None, "watches": 500_000,
+                    "fanout": 10_000, "fanout_rounds": 5}
+    plan = cli.plan_of(cli.resolve(["--scale", "--quick", "--no-recovery"]))["scale"]
+    assert plan["znodes"] == 100_000 and plan["watches"] == 50_000 and plan["hold_s"] == 8.0
+    assert cli.plan_of(cli.resolve([]))["scale"] is None
+
+
+@pytest.mark.timeout(SCALE_RUN_TIMEOUT_S + 30)
+def test_tiny_scale_run_on_zkcompat_reports_every_check(tmp_path):
+    out_json = tmp_path / "rows.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "zkcompat.bench", "--servers", "zkcompat", "--scale",
+         "--scale-sessions", "50", "--scale-hold", "3", "--scale-watches", "500",
+         "--scale-fanout", "50", "--scale-rounds", "2", "--znodes", "500",
+         "--workloads", "", "--fanout", "0", "--idle", "0", "--no-recovery",
+         "--workdir", str(tmp_path / "w"), "--json", str(out_json)],
+        capture_output=True, text=True, timeout=SCALE_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scale checks that failed: none" in result.stdout
+    out = json.loads(out_json.read_text())
+    assert out["scale_failures"] == []
+    got = {(r["section"], r["metric"]): r["values"]["zkcompat"] for r in out["rows"]}
+
+    sessions_ = "scale: 50 sessions, ping every 3.3 s, held 3 s"
+    assert got[(sessions_, "sessions opened")] == 50
+    assert got[(sessions_, "sessions lost")] == 0
+    assert got[(sessions_, "pings answered while held")] > 0
+    assert got[(sessions_, "ping latency p99 (ms)")] > 0
+    assert got[(sessions_, "server CPU while held (cores)")] >= 0
+    assert got[(sessions_, "server RSS with sessions (MB)")] > 1
+
+    znodes = "scale: 500 znodes x 100 B in memory"
+    assert got[(znodes, "RSS after load (MB)")] > 1
+    assert math.isfinite(got[(znodes, "RSS per znode after load (B)")])
+    assert got[(znodes, "JVM live heap per znode, after a full GC (B)")] is None
+
+    watches = "scale: 500 watches (100 sessions x 5 nodes)"
+    assert got[(watches, "watches set")] == 500
+    assert got[(watches, "error replies")] == 0 and got[(watches, "sessions lost")] == 0
+    assert got[(watches, "register all, pipelined (s)")] > 0
+    assert math.isfinite(got[(watches, "RSS per watch (B)")])
+
+    fan = "scale: one setData watched by 50 sessions"
+    assert got[(fan, "until all events arrived, median round (ms)")] > 0
+    assert got[(fan, "setData reply, median round (ms)")] > 0

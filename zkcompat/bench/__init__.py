@@ -3,5 +3,6 @@
 Pieces, each replaceable on its own: `servers` (start/stop/RSS of a managed server, or an
 external connect string), `wire` (sessions and requests through zkcompat.jute),
 `workloads` (what each session sends), `loadgen` (closed-loop client processes),
-`scenarios` (a measurement: write throughput, recovery), `report` (the table).
+`scenarios` (a measurement: write throughput, recovery), `sessions` (many sessions:
+watch fan-out, idle pings, held sessions), `scale` (the scale checks), `report` (the table).
 """

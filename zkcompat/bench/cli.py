@@ -5,10 +5,19 @@ Each workload (getData, exists, getChildren of 100, setData, 90/10 mix, ephemera
 create+delete) runs at each level (sessions x requests in flight: 1x1, 8x32, 64x16) on
 each server in turn: ops/s, p50/p99/p999, server CPU s per 1,000 ops, RSS, client CPU.
 Then a watch fan-out to 1,000 sessions, 1,000 idle pinging sessions beside a small load,
-recovery of N znodes, and a line naming the cases the load generator may have limited.
+recovery of N znodes (with RSS per znode), and a line naming the cases the load generator
+may have limited.
+
+--scale adds the scale checks, each on freshly started servers, reported and never
+asserted: 10,000 sessions pinging every 3.3 s (10 s timeout) held 20 s (server CPU, RSS,
+ping latency), RSS per znode for N znodes (unless recovery already reports it), 500,000
+getData watches (100 sessions x 5,000 nodes: time, CPU, RSS per watch), and one setData
+watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales them down.
 
   scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
   scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
+  scripts/bench --scale --workloads '' --fanout 0 --idle 0 --no-recovery
+                                the scale checks alone (about 10 minutes)
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
@@ -27,15 +36,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from zkcompat.bench import report, scenarios, sessions
+from zkcompat.bench import report, scale, scenarios, sessions
 from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
 from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,
-        "fanout_rounds": 20, "server_warmup": 15.0}
+        "fanout_rounds": 20, "server_warmup": 15.0,
+        "scale_sessions": 10_000, "scale_hold": 20.0, "scale_watches": 500_000,
+        "scale_fanout": 10_000, "scale_rounds": 5}
 QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5,
-         "server_warmup": 4.0}
+         "server_warmup": 4.0,
+         "scale_sessions": 10_000, "scale_hold": 8.0, "scale_watches": 50_000,
+         "scale_fanout": 10_000, "scale_rounds": 3}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 
 
@@ -60,7 +73,23 @@ def parser() -> argparse.ArgumentParser:
                    help="N idle pinging sessions beside a small load (default %(default)s; "
                    "0 to skip)")
     p.add_argument("--no-recovery", action="store_true", help="skip the recovery scenario")
-    p.add_argument("--znodes", type=int, help="znodes for recovery (full 1,000,000)")
+    p.add_argument("--scale", action="store_true",
+                   help="also run the scale checks (sessions, znodes, watches, fan-out) on "
+                   "freshly started servers; off by default")
+    p.add_argument("--scale-sessions", type=int, metavar="N",
+                   help="scale: pinging sessions held (full and quick 10,000; 0 to skip)")
+    p.add_argument("--scale-hold", type=float, metavar="SECONDS",
+                   help="scale: how long the sessions are held (full 20, quick 8)")
+    p.add_argument("--scale-watches", type=int, metavar="N",
+                   help="scale: getData watches, over 100 sessions (full 500,000, quick "
+                   "50,000; 0 to skip)")
+    p.add_argument("--scale-fanout", type=int, metavar="N",
+                   help="scale: sessions watching the changed node (full and quick 10,000; "
+                   "0 to skip)")
+    p.add_argument("--scale-rounds", type=int, help="scale: setData rounds of the fan-out "
+                   "(full 5, quick 3)")
+    p.add_argument("--znodes", type=int, help="znodes for recovery and for --scale's RSS per "
+                   "znode (full 1,000,000, quick 100,000)")
     p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
     p.add_argument("--warmup", type=float, help="unmeasured seconds at the start of a run")
     p.add_argument("--server-warmup", type=float, metavar="SECONDS",
@@ -114,6 +143,12 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("nothing to measure: no --servers and no --connect")
     if args.fanout < 0 or args.idle < 0:
         p.error("--fanout and --idle must not be negative")
+    if min(args.scale_sessions, args.scale_watches, args.scale_fanout) < 0 \
+            or args.scale_hold <= 0 or args.scale_rounds < 1:
+        p.error("--scale-sessions, --scale-watches and --scale-fanout must not be negative, "
+                "--scale-hold must be positive and --scale-rounds at least 1")
+    if args.scale and not args.servers:
+        p.error("--scale needs servers this run starts (--servers)")
     for name in ("znodes", "processes", "sessions", "inflight", "repeats", "fanout_rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -132,6 +167,11 @@ def plan_of(args: argparse.Namespace) -> dict:
         "fanout": args.fanout or None, "fanout_rounds": args.fanout_rounds,
         "idle": args.idle or None,
         "recovery": None if args.no_recovery or not args.servers else args.znodes,
+        "scale": None if not args.scale else {
+            "sessions": args.scale_sessions, "hold_s": args.scale_hold,
+            "znodes": None if not args.no_recovery else args.znodes,
+            "watches": args.scale_watches, "fanout": args.scale_fanout,
+            "fanout_rounds": args.scale_rounds},
         "server_warmup_s": args.server_warmup,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
@@ -154,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
           f"workdir {workdir}",
           flush=True)
     rows: list[scenarios.Row] = []
+    scale_failures: list[str] = []
     started = time.monotonic()
     managed: list[ManagedServer] = []
     try:
@@ -183,6 +224,14 @@ def main(argv: list[str] | None = None) -> int:
                                       log=_log)
             for server in managed:
                 server.stop()
+        if plan["scale"]:
+            sizes = scale.ScaleSizes(
+                sessions=args.scale_sessions, hold_s=args.scale_hold,
+                znodes=plan["scale"]["znodes"], watches=args.scale_watches,
+                fanout=args.scale_fanout, fanout_rounds=args.scale_rounds,
+                processes=args.processes)
+            rows += scale.run(args.servers, workdir / "scale", sizes, shape, log=_log,
+                              failures=scale_failures)
         if plan["recovery"]:
             print(f"recovery: {args.znodes:,} znodes", flush=True)
             servers = [ManagedServer(k, workdir / "recovery" / k) for k in args.servers]
@@ -205,11 +254,16 @@ def main(argv: list[str] | None = None) -> int:
           "which they share): " + ("none" if not saturated else ""))
     for line in saturated:
         print(f"  {line}")
+    if plan["scale"]:
+        print("\nscale checks that failed: " + ("none" if not scale_failures else ""))
+        for line in scale_failures:
+            print(f"  {line}")
     print(f"\n({time.monotonic() - started:.0f} s; ratios are zkcompat/zookeeper: above 1 is "
           "more for zkcompat, so better for throughput and worse for time, latency and RSS)")
     if args.json:
         args.json.write_text(json.dumps({"plan": plan, "rows": [asdict(r) for r in rows],
-                                         "generator_saturated": saturated},
+                                         "generator_saturated": saturated,
+                                         "scale_failures": scale_failures},
                                         indent=2))
     return 0
 
