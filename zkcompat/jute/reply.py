@@ -38,6 +38,11 @@ def encode_reply(xid: int, zxid: int, err: int, body: Encodable | None = None) -
     return _FRAMED_REPLY_HEADER.pack(_REPLY_HEADER_BYTES + len(raw), xid, zxid, err) + raw
 
 
+def encode_reply_raw(xid: int, zxid: int, body: bytes) -> bytes:
+    """A successful reply whose body is already serialised."""
+    return _FRAMED_REPLY_HEADER.pack(_REPLY_HEADER_BYTES + len(body), xid, zxid, 0) + body
+
+
 def encode_notification(event_type: int, state: int, path: str | None, zxid: int = -1) -> bytes:
     """The framed watch notification: ReplyHeader(NOTIFICATION_XID, zxid, 0) + WatcherEvent."""
     if path is None:

@@ -281,7 +281,7 @@ class Connection(asyncio.Protocol):
             return
         xid, op = _REQUEST_HEADER.unpack_from(payload)
         off = _REQUEST_HEADER.size
-        session.last_active_ms = now_ms()  # the touch that keeps the session alive
+        t0_ms = session.last_active_ms = now_ms()  # the touch that keeps the session alive
         cls = REQUEST_RECORD.get(op)
         record = None
         is_write = None
@@ -316,7 +316,7 @@ class Connection(asyncio.Protocol):
             is_write = op in MARSHALLED_WRITES
         if op == OpCode.CLOSE_SESSION and session.closing:
             return
-        req = Request(session.session_id, xid, op, record, self, self.auth_ids)
+        req = Request(session.session_id, xid, op, record, self, self.auth_ids, t0_ms)
         if is_write is not None:
             req.is_write = is_write
         elif op == OpCode.CHECK:

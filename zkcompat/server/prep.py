@@ -19,6 +19,7 @@ from zkcompat.tree.acl import (
     PERM_WRITE,
     check_acl,
     fixup_acl,
+    shared_acl_records,
 )
 from zkcompat.tree.datatree import (
     CONTAINER_EPHEMERAL_OWNER,
@@ -28,15 +29,19 @@ from zkcompat.tree.datatree import (
     ttl_ephemeral_owner,
 )
 from zkcompat.tree.errors import KeeperError
-from zkcompat.tree.paths import SPECIAL_PATHS, split_parent, validate_path
+from zkcompat.tree.paths import SPECIAL_PATHS, parent_of, split_parent, validate_path
 from zkcompat.tree.txn import TXN_RECORD, Txn
 
 log = logging.getLogger(__name__)
 
-_SEQUENTIAL = frozenset((CreateMode.PERSISTENT_SEQUENTIAL, CreateMode.EPHEMERAL_SEQUENTIAL,
-                         CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
-_EPHEMERAL = frozenset((CreateMode.EPHEMERAL, CreateMode.EPHEMERAL_SEQUENTIAL))
-_TTL = frozenset((CreateMode.PERSISTENT_WITH_TTL, CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
+# CreateMode values as plain ints: an IntEnum lookup per create costs a microsecond.
+_MODES = frozenset(int(m) for m in CreateMode)
+_SEQUENTIAL = frozenset(int(m) for m in (CreateMode.PERSISTENT_SEQUENTIAL,
+                                         CreateMode.EPHEMERAL_SEQUENTIAL,
+                                         CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
+_EPHEMERAL = frozenset(int(m) for m in (CreateMode.EPHEMERAL, CreateMode.EPHEMERAL_SEQUENTIAL))
+_TTL = frozenset(int(m) for m in (CreateMode.PERSISTENT_WITH_TTL,
+                                  CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
 
 
 class ChangeRecord:
@@ -78,7 +83,7 @@ def _parent_for_delete(path: str) -> str:
     """getParentPathAndValidate: BADARGUMENTS for no slash, NUL, or a special path."""
     if path is None or "/" not in path or "\0" in path or path in SPECIAL_PATHS:
         raise KeeperError(Code.BADARGUMENTS, path)
-    return split_parent(path)[0]
+    return parent_of(path)
 
 
 class Prep:
@@ -109,6 +114,27 @@ class Prep:
         if not cr.exists:
             raise KeeperError(Code.NONODE, path)
         return cr
+
+    def _to_change(self, path: str, zxid: int) -> ChangeRecord:
+        """A new ChangeRecord of `path` for txn `zxid`, from its predicted state (NONODE if
+        it does not exist); it takes effect only once appended to the txn's pending list."""
+        cr = self._changes.get(path)
+        if cr is None:
+            node = self.tree.nodes.get(path)
+            if node is None:
+                raise KeeperError(Code.NONODE, path)
+            return ChangeRecord(zxid, path, True, node.version, node.cversion, node.aversion,
+                                node.ephemeralOwner, node.num_children, node.acl, node.data)
+        if not cr.exists:
+            raise KeeperError(Code.NONODE, path)
+        return cr.duplicate(zxid)
+
+    def _valid_path(self, path: str | None) -> str:
+        """validate_path, skipped for a path the tree or an outstanding change holds: it
+        was validated when it was created."""
+        if path in self._changes or path in self.tree.nodes:
+            return path
+        return validate_path(path)
 
     def _exists(self, path: str) -> bool:
         cr = self._changes.get(path)
@@ -141,18 +167,23 @@ class Prep:
         zxid = self._next_zxid()
         hdr = r.TxnHeader(req.session_id, req.xid, zxid, self._now_ms(), req.type)
         pending: list[ChangeRecord] = []
+        op_type, rec = req.type, req.record
         try:
-            if req.record is None and req.type != OpCode.CLOSE_SESSION or req.has_npe_path():
-                # An unparseable body or a null path throws inside ZooKeeper's prep.
+            # An unparseable body or a null path throws inside ZooKeeper's prep.
+            if rec is None:
+                if op_type != OpCode.CLOSE_SESSION:
+                    raise KeeperError(Code.MARSHALLINGERROR)
+            elif (op_type == OpCode.MULTI or getattr(rec, "path", "") is None) \
+                    and req.has_npe_path():
                 raise KeeperError(Code.MARSHALLINGERROR)
-            if req.type == OpCode.MULTI:
+            if op_type == OpCode.MULTI:
                 body = self._prep_multi(req, zxid, pending)
             else:
-                body = PREP[req.type](self, req, req.record, req.type, zxid, pending)
+                body = PREP[op_type](self, req, rec, op_type, zxid, pending)
         except KeeperError as e:
             hdr.type = OpCode.ERROR
             return Txn(hdr, r.ErrorTxn(e.code))
-        if not _record_fits(req.type, body):
+        if type(body) is not TXN_RECORD.get(op_type) and not _record_fits(op_type, body):
             # Our own bug; refusing here keeps a txn apply cannot read out of the log.
             log.error("event=prep_bug op=%d body=%r action=reply_systemerror", req.type, body)
             hdr.type = OpCode.ERROR
@@ -205,10 +236,9 @@ class Prep:
     def prep_create(self, req, rec, op_type, zxid, pending):
         ttl = rec.ttl if isinstance(rec, r.CreateTTLRequest) else -1
         path = rec.path
-        try:
-            mode = CreateMode(rec.flags)
-        except ValueError:
-            raise KeeperError(Code.BADARGUMENTS, path) from None
+        mode = rec.flags
+        if mode not in _MODES:
+            raise KeeperError(Code.BADARGUMENTS, path)
         # validateCreateRequest
         if mode in _TTL and not self.extended_types:
             raise KeeperError(Code.UNIMPLEMENTED, path)
@@ -221,9 +251,9 @@ class Prep:
         # validatePathForCreate
         if path is None or "/" not in path or "\0" in path:
             raise KeeperError(Code.BADARGUMENTS, path)
-        parent_path = split_parent(path)[0]
+        parent_path = parent_of(path)
         acl = fixup_acl(path, rec.acl, req.auth_ids)
-        parent = self._record(parent_path)
+        parent = self._to_change(parent_path, zxid)
         check_acl(parent.acl, PERM_CREATE, req.auth_ids)
         if mode in _SEQUENTIAL:
             path = f"{path}{parent.cversion:010d}"
@@ -247,7 +277,6 @@ class Prep:
         else:
             owner = req.session_id if mode in _EPHEMERAL else 0
             body = r.CreateTxn(path, rec.data, _acl_records(acl), mode in _EPHEMERAL, new_cversion)
-        parent = parent.duplicate(zxid)
         parent.child_count += 1
         parent.cversion = new_cversion
         pending.append(parent)
@@ -258,13 +287,12 @@ class Prep:
         self._check_session(req)
         path = rec.path
         parent_path = _parent_for_delete(path)
-        parent = self._record(parent_path)
+        parent = self._to_change(parent_path, zxid)
         check_acl(parent.acl, PERM_DELETE, req.auth_ids)
         node = self._record(path)
         _next_version(node.version, rec.version, path)
         if node.child_count > 0:
             raise KeeperError(Code.NOTEMPTY, path)
-        parent = parent.duplicate(zxid)
         parent.child_count -= 1
         pending.append(parent)
         pending.append(ChangeRecord(zxid, path, False))
@@ -321,12 +349,11 @@ class Prep:
 
     def prep_set_data(self, req, rec, op_type, zxid, pending):
         self._check_session(req)
-        path = validate_path(rec.path)
-        node = self._record(path)
+        path = self._valid_path(rec.path)
+        node = self._to_change(path, zxid)
         check_acl(node.acl, PERM_WRITE, req.auth_ids)
         self._check_quota(path, node.data, rec.data, 0)
         version = _next_version(node.version, rec.version, path)
-        node = node.duplicate(zxid)
         node.version = version
         node.data = rec.data
         pending.append(node)
@@ -334,12 +361,11 @@ class Prep:
 
     def prep_set_acl(self, req, rec, op_type, zxid, pending):
         self._check_session(req)
-        path = validate_path(rec.path)
+        path = self._valid_path(rec.path)
         acl = fixup_acl(path, rec.acl, req.auth_ids)
-        node = self._record(path)
+        node = self._to_change(path, zxid)
         check_acl(node.acl, PERM_ADMIN, req.auth_ids)
         version = _next_version(node.aversion, rec.version, path)
-        node = node.duplicate(zxid)
         node.aversion = version
         node.acl = acl
         pending.append(node)
@@ -347,7 +373,7 @@ class Prep:
 
     def prep_check(self, req, rec, op_type, zxid, pending):
         self._check_session(req)
-        path = validate_path(rec.path)
+        path = self._valid_path(rec.path)
         node = self._record(path)
         check_acl(node.acl, PERM_READ, req.auth_ids)
         return r.CheckVersionTxn(path, _next_version(node.version, rec.version, path))
@@ -392,8 +418,7 @@ def _record_fits(op_type: int, body) -> bool:
     return type(body) is TXN_RECORD.get(op_type)
 
 
-def _acl_records(acl) -> list:
-    return [r.ACL(perms, r.Id(scheme, ident)) for perms, scheme, ident in acl]
+_acl_records = shared_acl_records
 
 
 PREP = {

@@ -44,7 +44,8 @@ class Request:
     __slots__ = ("session_id", "xid", "type", "record", "cnxn", "auth_ids", "txn", "reply",
                  "is_write", "t0_ms")
 
-    def __init__(self, session_id: int, xid: int, type_: int, record, cnxn, auth_ids):
+    def __init__(self, session_id: int, xid: int, type_: int, record, cnxn, auth_ids,
+                 t0_ms: int | None = None):
         self.session_id = session_id
         self.xid = xid
         self.type = type_
@@ -54,7 +55,7 @@ class Request:
         self.txn = None
         self.reply: bytes | None = None
         self.is_write = type_ in WRITE_OPS
-        self.t0_ms = time.monotonic_ns() // 1_000_000
+        self.t0_ms = time.monotonic_ns() // 1_000_000 if t0_ms is None else t0_ms
 
     def has_npe_path(self) -> bool:
         """A null path where ZooKeeper dereferences it before validating (create, delete and

@@ -183,6 +183,11 @@ class WatchManager:
 
     # -- triggering -----------------------------------------------------------------
 
+    @property
+    def active(self) -> bool:
+        """Whether any watch is set at all: with none, a change needs no lookups."""
+        return bool(self.data.by_path or self.child.by_path)
+
     def trigger(self, events, zxid: int) -> None:
         """Fire the watches hit by `events` (type, path, acl), in event order.
 

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 _ZXID = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 TXN_PREFIX = b"t"
+_KEY = struct.Struct(">1sQ")  # TXN_PREFIX + big-endian zxid, in one pack
 _TXN_END = b"u"  # first key after every b"t" key (plyvel takes prefix or start/stop, not both)
 
 
@@ -33,7 +34,7 @@ class LogCorruption(Exception):
 
 
 def txn_key(zxid: int) -> bytes:
-    return TXN_PREFIX + _ZXID.pack(zxid & 0xFFFFFFFFFFFFFFFF)
+    return _KEY.pack(TXN_PREFIX, zxid & 0xFFFFFFFFFFFFFFFF)
 
 
 def key_zxid(key: bytes) -> int:
@@ -70,7 +71,7 @@ class TxnLog:
         self.db = plyvel.DB(str(path), create_if_missing=True)
         self.last_zxid = self._last_key_zxid()
         self._batch = None
-        self._batch_last_zxid = 0
+        self._batch_last_zxid = self.last_zxid  # highest zxid appended, synced or not
         self._batch_count = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txnlog")
         self.stats = {"batches": 0, "txns": 0}
@@ -84,14 +85,17 @@ class TxnLog:
 
     def append(self, txns: list[Txn]) -> None:
         """Add txns to the batch the next sync writes (loop thread; no I/O)."""
-        if self._batch is None:
-            self._batch = self.db.write_batch(sync=self.sync_enabled)
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = self.db.write_batch(sync=self.sync_enabled)
+        put, key, last = batch.put, _KEY.pack, self._batch_last_zxid
         for txn in txns:
             zxid = txn.zxid
-            assert zxid > max(self.last_zxid, self._batch_last_zxid), "log must grow in zxid order"
-            self._batch.put(txn_key(zxid), encode_entry(txn))
-            self._batch_last_zxid = zxid
-            self._batch_count += 1
+            assert zxid > last, "log must grow in zxid order"
+            put(key(TXN_PREFIX, zxid), encode_entry(txn))
+            last = zxid
+        self._batch_last_zxid = last
+        self._batch_count += len(txns)
 
     @property
     def has_unsynced(self) -> bool:
@@ -145,7 +149,8 @@ class TxnLog:
             self.truncate_after(bad_zxid - 1)
 
     def truncate_after(self, zxid: int) -> int:
-        """Delete every entry above `zxid`; returns how many went."""
+        """Delete every entry above `zxid`; returns how many went (recovery: nothing pending)."""
+        assert self._batch is None, "truncating under an unsynced batch"
         n = 0
         with self.db.write_batch(sync=True) as wb:
             for key in self.db.iterator(start=txn_key(zxid + 1), stop=_TXN_END,
@@ -154,6 +159,7 @@ class TxnLog:
                 n += 1
         if n:
             self.last_zxid = self._last_key_zxid()
+            self._batch_last_zxid = self.last_zxid
         return n
 
     def purge_before(self, zxid: int) -> int:

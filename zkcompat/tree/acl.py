@@ -30,6 +30,18 @@ def acl_to_records(acl: AclTuple) -> list:
     return [r.ACL(perms, r.Id(scheme, ident)) for perms, scheme, ident in acl]
 
 
+_records_of: dict[AclTuple, list] = {}
+
+
+def shared_acl_records(acl: AclTuple) -> list:
+    """acl_to_records, made once per interned ACL and shared: for txns, which never change
+    their records (a create's ACL is usually one of a handful)."""
+    recs = _records_of.get(acl)
+    if recs is None:
+        recs = _records_of[acl] = acl_to_records(acl)
+    return recs
+
+
 # ZooDefs.Perms as plain ints: IntFlag arithmetic costs microseconds on the read path.
 PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN, PERM_ALL = (int(p) for p in (
     Perms.READ, Perms.WRITE, Perms.CREATE, Perms.DELETE, Perms.ADMIN, Perms.ALL))
@@ -137,6 +149,11 @@ def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
 
 def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
     """Validate a create/setACL ACL list and expand "auth" ids (PrepRequestProcessor.fixupACL)."""
+    if acls is not None and len(acls) == 1:  # the usual case, world:anyone, decided at once
+        a = acls[0]
+        if a is not None and a.id is not None and a.id.scheme == "world" \
+                and a.id.id == "anyone":
+            return intern_acl(((a.perms, "world", "anyone"),))
     unique = []
     for a in acls or ():
         if a not in unique:

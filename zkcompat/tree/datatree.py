@@ -92,17 +92,33 @@ class ZNode:
 
 
 class ApplyResult:
-    """DataTree.ProcessTxnResult: what applying one txn did, for the reply and the watches."""
+    """DataTree.ProcessTxnResult: what applying one txn did, for the reply and the watches.
 
-    __slots__ = ("type", "err", "path", "stat", "multi", "events")
+    `node` is the znode whose Stat the reply carries. Its Stat is read from the node on
+    demand, so it is the Stat after this txn only until the next apply; a multi captures
+    each op's Stat as it applies (`stat`).
+    """
 
-    def __init__(self, type_: int, err: int = 0, path: str | None = None, stat=None):
+    __slots__ = ("type", "err", "path", "node", "_stat", "multi", "events")
+
+    def __init__(self, type_: int, err: int = 0, path: str | None = None):
         self.type = type_
         self.err = err
         self.path = path
-        self.stat = stat
+        self.node: ZNode | None = None
+        self._stat: r.Stat | None = None
         self.multi: list[ApplyResult] | None = None
         self.events: list[tuple[int, str, tuple]] = []  # (EventType, path, ACL that filters it)
+
+    @property
+    def stat(self) -> r.Stat | None:
+        if self._stat is None and self.node is not None:
+            return self.node.stat()
+        return self._stat
+
+    def capture_stat(self) -> None:
+        if self.node is not None:
+            self._stat = self.node.stat()
 
 
 class DataTree:
@@ -204,7 +220,7 @@ class DataTree:
                 self._recount_quota(trimmed)
         self._quota_changed(path, len(body.data or b""), 1)
         if hdr.type != OpCode.CREATE:
-            rc.stat = node.stat()
+            rc.node = node
         ev = rc.events if events is None else events
         ev.append((EventType.NODE_CREATED, path, node.acl))
         ev.append((EventType.NODE_CHILDREN_CHANGED, parent_path, parent.acl))
@@ -311,7 +327,7 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
     node.mtime = hdr.time
     node.mzxid = hdr.zxid
     node.version = body.version
-    rc.stat = node.stat()
+    rc.node = node
     (rc.events if events is None else events).append(
         (EventType.NODE_DATA_CHANGED, body.path, node.acl)
     )
@@ -326,7 +342,7 @@ def _apply_set_acl(tree: DataTree, hdr, body, events):
         return rc
     node.acl = acl_from_records(body.acl)
     node.aversion = body.version
-    rc.stat = node.stat()
+    rc.node = node
     return rc
 
 
@@ -375,6 +391,7 @@ def _apply_multi(tree: DataTree, hdr, body, events):
             )
         sub_hdr = r.TxnHeader(hdr.clientId, hdr.cxid, hdr.zxid, hdr.time, sub_type)
         sub_rc = APPLY[sub_type](tree, sub_hdr, sub, rc.events)
+        sub_rc.capture_stat()  # later ops of this multi may change the node again
         rc.multi.append(sub_rc)
         if sub_rc.err and not rc.err:
             rc.err = sub_rc.err

@@ -28,15 +28,14 @@ TXN_RECORD = {
 
 
 class Txn:
-    __slots__ = ("hdr", "body")
+    """`zxid` is the header's, copied once: it is read at every stage (log, ZAB, apply)."""
+
+    __slots__ = ("hdr", "body", "zxid")
 
     def __init__(self, hdr, body):
         self.hdr = hdr
         self.body = body
-
-    @property
-    def zxid(self) -> int:
-        return self.hdr.zxid
+        self.zxid = hdr.zxid
 
     def __repr__(self) -> str:
         return f"Txn({self.hdr!r}, {self.body!r})"
@@ -47,13 +46,12 @@ class Txn:
 
 def encode_txn(txn: Txn) -> bytes:
     """ZooKeeper's log encoding of one txn: TxnHeader, then its record."""
-    out = bytearray()
-    txn.hdr.encode(out)
-    if txn.hdr.type == OpCode.MULTI:
-        r.MultiTxn([r.Txn(t, rec.to_bytes()) for t, rec in txn.body]).encode(out)
-    elif txn.body is not None:
-        txn.body.encode(out)
-    return bytes(out)
+    hdr = txn.hdr
+    if hdr.type == OpCode.MULTI:
+        return hdr.to_bytes() + r.MultiTxn([r.Txn(t, rec.to_bytes()) for t, rec in txn.body]).to_bytes()
+    if txn.body is None:
+        return hdr.to_bytes()
+    return hdr.to_bytes() + txn.body.to_bytes()
 
 
 def decode_txn(buf: bytes) -> Txn:
