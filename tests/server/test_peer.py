@@ -18,8 +18,8 @@ def test_persist_then_deliver_in_order():
     p = Peer(epoch=1)
     a, b = t(p.next_zxid()), t(p.next_zxid())
     assert a.zxid == make_zxid(1, 1)
-    assert p.propose(a).persist == [a]
-    assert p.propose(b).persist == [b]
+    assert p.propose([a]).persist == [a]
+    assert p.propose([b]).persist == [b]
     assert p.on_persisted(a.zxid).deliver == [a]
     assert p.on_persisted(b.zxid).deliver == [b]
     assert p.on_persisted(b.zxid).deliver == []
@@ -30,5 +30,27 @@ def test_group_commit_delivers_batch():
     p = Peer(epoch=0)
     txns = [t(p.next_zxid()) for _ in range(5)]
     for x in txns:
-        p.propose(x)
+        p.propose([x])
     assert p.on_persisted(txns[-1].zxid).deliver == txns
+
+
+def test_one_proposal_of_many_txns_is_persisted_and_delivered_whole():
+    p = Peer(epoch=2)
+    first = [t(p.next_zxid()) for _ in range(3)]
+    second = [t(p.next_zxid()) for _ in range(2)]
+    assert p.propose(first).persist == first
+    assert p.propose(second).persist == second
+    # a sync that covers part of the second batch delivers exactly what it covers
+    assert p.on_persisted(second[0].zxid).deliver == first + second[:1]
+    assert p.on_persisted(second[1].zxid).deliver == second[1:]
+
+
+def test_a_proposal_out_of_zxid_order_is_our_bug():
+    p = Peer(epoch=1)
+    a, b = t(p.next_zxid()), t(p.next_zxid())
+    p.propose([b])
+    try:
+        p.propose([a])
+    except AssertionError:
+        return
+    raise AssertionError("proposing zxid %x after %x went unnoticed" % (a.zxid, b.zxid))

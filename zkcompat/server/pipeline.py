@@ -14,7 +14,7 @@ from collections import deque
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
 from zkcompat.jute.multi import encode_multi_response
-from zkcompat.jute.reply import encode_reply
+from zkcompat.jute.reply import encode_reply, encode_reply_raw
 from zkcompat.server.prep import Prep
 from zkcompat.server.reads import READ
 from zkcompat.server.request import Request
@@ -43,6 +43,10 @@ def _nothing() -> None:
     pass
 
 
+def _count_nothing(n: int) -> None:
+    pass
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -60,9 +64,10 @@ class Pipeline:
         self.watches = WatchManager()
         self.tracker = SessionTracker(tick_ms, server_id, _wall_ms())
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
-        self._proposed: deque[Request] = deque()  # writes proposed, not yet applied, zxid order
+        self._proposed: deque[Request] = deque()  # writes prepared, not yet applied, zxid order
+        self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
         self._sync_task: asyncio.Task | None = None
-        self.on_applied = _nothing  # after every applied txn (the snapshotter counts them)
+        self.on_applied = _count_nothing  # after each batch of applied txns, with their count
         self.on_fatal = _nothing  # the log cannot sync or apply failed: stop serving
 
     # -- entry points -------------------------------------------------------------
@@ -79,11 +84,13 @@ class Pipeline:
     def submit(self, session: Session, req: Request) -> None:
         """Take one request of `session`; its reply will be sent in the session's order."""
         if req.is_write:
-            req.txn = self.prep.prepare(req)
+            txn = req.txn = self.prep.prepare(req)
             if session is not None:  # None: the server's own requests (the reaper's)
                 session.queue.append(req)
             self._proposed.append(req)
-            self._obey(self.peer.propose(req.txn))
+            self._unproposed.append(txn)
+            if len(self._unproposed) == 1:
+                asyncio.get_running_loop().call_soon(self._propose)
         elif session is not None and session.queue:
             session.queue.append(req)
         else:
@@ -106,14 +113,23 @@ class Pipeline:
 
     # -- effects of the peer ------------------------------------------------------
 
+    def _propose(self) -> None:
+        """Every write prepared in one loop turn goes to the peer, and the log, as one batch."""
+        txns, self._unproposed = self._unproposed, []
+        self._obey(self.peer.propose(txns))
+
     def _obey(self, effects: Effects) -> None:
         if effects.persist:
             self.txn_log.append(effects.persist)
             if self._sync_task is None:
                 self._sync_task = asyncio.get_running_loop().create_task(self._group_commit())
         # effects.send: no other peers yet (an ensemble of one).
-        for txn in effects.deliver:
-            self._apply(txn)
+        deliver = effects.deliver
+        if deliver:
+            for txn in deliver:
+                self._apply(txn)
+            self.prep.applied(deliver[-1].zxid)
+            self.on_applied(len(deliver))
 
     async def _group_commit(self) -> None:
         """One sync covers every txn appended before it started; the next gathers meanwhile."""
@@ -141,9 +157,7 @@ class Pipeline:
             log.exception("event=apply_failed zxid=0x%x txn=%r action=stop_server", txn.zxid, txn)
             self.on_fatal()
             raise
-        self.prep.applied(txn.zxid)
-        self.on_applied()
-        if rc.events:
+        if rc.events and self.watches.active:
             self.watches.trigger(rc.events, txn.zxid)
         req = self._proposed.popleft()
         assert req.txn is txn, "commits must arrive in proposal order"
@@ -190,12 +204,11 @@ class Pipeline:
         if req.type == OpCode.CREATE_SESSION:
             return req.cnxn.connect_response(req.session_id, req.record.timeOut)
         hdr_type = req.txn.hdr.type
-        if hdr_type == OpCode.ERROR:
-            return encode_reply(req.xid, zxid, rc.err, None)
-        build = WRITE_REPLY.get(hdr_type)
-        body = build(rc) if build is not None else None
         err = 0 if hdr_type == OpCode.MULTI else rc.err
-        return encode_reply(req.xid, zxid, err, body if not err else None)
+        build = WRITE_REPLY.get(hdr_type)
+        if err or build is None:
+            return encode_reply(req.xid, zxid, err, None)
+        return build(req.xid, zxid, rc)
 
     def _execute_read(self, req: Request) -> bytes | None:
         if req.cnxn is None:
@@ -219,19 +232,37 @@ class Pipeline:
         return encode_reply(req.xid, zxid, 0, body)
 
 
-def _create_reply(rc):
+# Each builds the framed reply of a successful write from its ApplyResult, the Stat
+# straight from the node (SetDataResponse, SetACLResponse: the Stat alone).
+def _create_reply(xid, zxid, rc):
+    return encode_reply_raw(xid, zxid, r.CreateResponse(rc.path).to_bytes())
+
+
+def _create2_reply(xid, zxid, rc):
+    return encode_reply_raw(xid, zxid, r.CreateResponse(rc.path).to_bytes() + rc.node.stat_bytes())
+
+
+def _stat_reply(xid, zxid, rc):
+    return encode_reply_raw(xid, zxid, rc.node.stat_bytes())
+
+
+def _multi_reply(xid, zxid, rc):
+    return encode_reply(xid, zxid, 0, _multi_body(rc))
+
+
+def _multi_create_result(rc):
     return r.CreateResponse(rc.path)
 
 
-def _create2_reply(rc):
+def _multi_create2_result(rc):
     return r.Create2Response(rc.path, rc.stat)
 
 
-def _stat_reply(cls):
-    return lambda rc: cls(rc.stat)
+def _multi_set_data_result(rc):
+    return r.SetDataResponse(rc.stat)
 
 
-def _multi_reply(rc):
+def _multi_body(rc):
     results = []
     for sub in rc.multi:
         t = sub.type
@@ -248,17 +279,17 @@ WRITE_REPLY = {
     OpCode.CREATE2: _create2_reply,
     OpCode.CREATE_CONTAINER: _create2_reply,
     OpCode.CREATE_TTL: _create2_reply,
-    OpCode.SET_DATA: _stat_reply(r.SetDataResponse),
-    OpCode.SET_ACL: _stat_reply(r.SetACLResponse),
+    OpCode.SET_DATA: _stat_reply,
+    OpCode.SET_ACL: _stat_reply,
     OpCode.MULTI: _multi_reply,
 }
 
 MULTI_RESULT = {
-    OpCode.CREATE: _create_reply,
-    OpCode.CREATE2: _create2_reply,
-    OpCode.CREATE_CONTAINER: _create2_reply,
-    OpCode.CREATE_TTL: _create2_reply,
-    OpCode.SET_DATA: _stat_reply(r.SetDataResponse),
+    OpCode.CREATE: _multi_create_result,
+    OpCode.CREATE2: _multi_create2_result,
+    OpCode.CREATE_CONTAINER: _multi_create2_result,
+    OpCode.CREATE_TTL: _multi_create2_result,
+    OpCode.SET_DATA: _multi_set_data_result,
 }
 
 __all__ = ["Pipeline", "session_password"]

@@ -28,8 +28,8 @@ class Snapshotter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self.last = None  # (start zxid, nodes, seconds) of the last snapshot
 
-    def txn_applied(self) -> None:
-        self._since += 1
+    def txn_applied(self, n: int = 1) -> None:
+        self._since += n
         if self._since >= self._threshold and self._task is None:
             self._since = 0
             self._threshold = snap_threshold(self.snap_count, self.rng)

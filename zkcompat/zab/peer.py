@@ -55,10 +55,12 @@ class Peer:
         self.last_proposed_zxid = zxid
         return zxid
 
-    def propose(self, txn: Txn) -> Effects:
-        assert txn.zxid > (self._outstanding[-1].zxid if self._outstanding else self.last_committed_zxid)
-        self._outstanding.append(txn)
-        return Effects(persist=[txn])
+    def propose(self, txns: list[Txn]) -> Effects:
+        """Txns the leader's prep built, in zxid order (one loop turn's worth): persist them."""
+        outstanding = self._outstanding
+        assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
+        outstanding.extend(txns)
+        return Effects(txns)
 
     def on_persisted(self, zxid: int) -> Effects:
         """Our own log has every txn up to `zxid` on disk: that is our ACK, and a quorum."""
