@@ -12,6 +12,9 @@ from zkcompat.jute.constants import EventType, WatcherType
 from zkcompat.tree.acl import PERM_READ, check_acl
 from zkcompat.tree.errors import KeeperError
 
+# Read for every event fired; a module global is ~5x cheaper than `EventType.X` in 3.11.
+_NODE_CHILDREN_CHANGED, _NODE_DELETED = EventType.NODE_CHILDREN_CHANGED, EventType.NODE_DELETED
+
 STANDARD = 1
 PERSISTENT = 2
 PERSISTENT_RECURSIVE = 4
@@ -196,9 +199,9 @@ class WatchManager:
         """
         for etype, path, acl in events:
             hit: dict = {}
-            if etype == EventType.NODE_CHILDREN_CHANGED:
+            if etype == _NODE_CHILDREN_CHANGED:
                 self.child.collect(path, hit, None)
-            elif etype == EventType.NODE_DELETED:
+            elif etype == _NODE_DELETED:
                 self.data.collect(path, hit, None)
                 self.child.collect(path, hit, hit.copy() if hit else None)
             else:
