@@ -51,6 +51,25 @@ def test_group_commit_and_read_back(tmp_path):
     assert TxnLog(tmp_path).last_zxid == 4  # reopened: knows where it ends
 
 
+def test_a_second_sync_starts_while_the_first_is_awaited(tmp_path):
+    """The pipeline starts the next sync before applying what the last made durable: both
+    are written, they finish in the order started, and each reports its own batch."""
+    log = TxnLog(tmp_path)
+
+    async def go():
+        log.append([txn(1), txn(2)])
+        first = log.start_sync()
+        log.append([txn(3)])  # gathers into a new batch while the first is on its way
+        second = log.start_sync()
+        assert not log.has_unsynced
+        return await first, log.last_zxid, await second, log.last_zxid
+
+    assert asyncio.run(go()) == (2, 2, 3, 3)
+    assert log.stats == {"batches": 2, "txns": 3}
+    log.close()
+    assert [t.zxid for t in TxnLog(tmp_path).read_from(0)] == [1, 2, 3]
+
+
 def test_append_out_of_order_is_a_bug(tmp_path):
     log = TxnLog(tmp_path)
     log.append([txn(5)])

@@ -138,16 +138,21 @@ class Pipeline:
             self.on_applied(len(deliver))
 
     async def _group_commit(self) -> None:
-        """One sync covers every txn appended before it started; the next gathers meanwhile."""
+        """One sync covers every txn appended before it started; the next gathers meanwhile
+        and starts the moment the last returns, before the txns that one made durable are
+        applied and answered, so the disk and the loop work at the same time."""
+        txn_log = self.txn_log
         try:
-            while self.txn_log.has_unsynced:
+            syncing = txn_log.start_sync()
+            while syncing is not None:
                 try:
-                    zxid = await self.txn_log.sync()
+                    zxid = await syncing
                 except Exception:
                     # A log we cannot sync must never acknowledge a write.
                     log.exception("event=txn_log_sync_failed action=stop_server")
                     self.on_fatal()
                     raise
+                syncing = txn_log.start_sync() if txn_log.has_unsynced else None
                 self._obey(self.peer.on_persisted(zxid))
         finally:
             self._sync_task = None

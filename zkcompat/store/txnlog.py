@@ -11,7 +11,7 @@ import asyncio
 import logging
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -103,12 +103,23 @@ class TxnLog:
 
     async def sync(self) -> int:
         """Write and fsync everything appended so far; return the highest zxid now durable."""
+        return await self.start_sync()
+
+    def start_sync(self) -> Awaitable[int]:
+        """Hand everything appended so far to the writer thread at once; awaiting the result
+        gives the highest zxid then durable. Syncs finish in the order they were started
+        (one writer thread), so a second may start while the first is awaited."""
         batch, self._batch = self._batch, None
         if batch is None:
-            return self.last_zxid
+            return self._synced(None, self.last_zxid, 0)
         last, count = self._batch_last_zxid, self._batch_count
         self._batch_count = 0
-        await asyncio.get_running_loop().run_in_executor(self._writer, batch.write)
+        written = asyncio.get_running_loop().run_in_executor(self._writer, batch.write)
+        return self._synced(written, last, count)
+
+    async def _synced(self, written: asyncio.Future | None, last: int, count: int) -> int:
+        if written is not None:
+            await written
         self.last_zxid = last
         self.stats["batches"] += 1
         self.stats["txns"] += count
