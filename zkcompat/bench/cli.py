@@ -17,7 +17,7 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
   scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
   scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
   scripts/bench --scale --workloads '' --fanout 0 --idle 0 --no-recovery
-                                the scale checks alone (about 10 minutes)
+                                the scale checks alone (about 6 minutes)
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
