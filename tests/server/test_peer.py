@@ -53,4 +53,4 @@ def test_a_proposal_out_of_zxid_order_is_our_bug():
         p.propose([a])
     except AssertionError:
         return
-    raise AssertionError("proposing zxid %x after %x went unnoticed" % (a.zxid, b.zxid))
+    raise AssertionError(f"proposing zxid {a.zxid:x} after {b.zxid:x} went unnoticed")
