@@ -903,6 +903,9 @@ def test_huge_vector_counts_do_not_balloon_memory(zkcompat, guard):
             wire.close()
 
 
+PROBE_TRIES = 3
+
+
 def test_unparseable_write_uses_a_zxid(zookeeper, zkcompat, guard):
     """PrepRequestProcessor turns a write whose body does not parse into an ErrorTxn with
     the next zxid, like any failed write: the reply carries it and lastZxid moves on."""
@@ -924,8 +927,12 @@ def test_unparseable_write_uses_a_zxid(zookeeper, zkcompat, guard):
         finally:
             wire.close()
 
+    # Other sessions' txns on these shared servers (an earlier test's session expiring)
+    # can only add to the differences, never take away: the smallest of a few tries is
+    # the probe's own answer.
     with guard.check():
-        zk, ours = both(zookeeper, zkcompat, probe)
+        zk = min(probe(zookeeper) for _ in range(PROBE_TRIES))
+        ours = min(probe(zkcompat) for _ in range(PROBE_TRIES))
     assert zk == (1, 1), f"ZooKeeper: {zk}"
     assert ours == zk, f"zkcompat (reply zxid, next zxid) - previous zxid = {ours}, ZooKeeper {zk}"
 
