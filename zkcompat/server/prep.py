@@ -106,15 +106,18 @@ class Prep:
 
     # -- outstanding changes ------------------------------------------------------
 
+    def _node_record(self, path: str, zxid: int) -> ChangeRecord:
+        node = self.tree.nodes.get(path)
+        if node is None:
+            raise KeeperError(Code.NONODE, path)
+        return ChangeRecord(zxid, path, True, node.version, node.cversion, node.aversion,
+                            node.ephemeralOwner, node.num_children, node.acl, node.data)
+
     def _record(self, path: str) -> ChangeRecord:
         """getRecordForPath: outstanding change, else the tree; NONODE if it does not exist."""
         cr = self._changes.get(path)
         if cr is None:
-            node = self.tree.nodes.get(path)
-            if node is None:
-                raise KeeperError(Code.NONODE, path)
-            return ChangeRecord(-1, path, True, node.version, node.cversion, node.aversion,
-                                node.ephemeralOwner, node.num_children, node.acl, node.data)
+            return self._node_record(path, -1)
         if not cr.exists:
             raise KeeperError(Code.NONODE, path)
         return cr
@@ -124,11 +127,7 @@ class Prep:
         it does not exist); it takes effect only once appended to the txn's pending list."""
         cr = self._changes.get(path)
         if cr is None:
-            node = self.tree.nodes.get(path)
-            if node is None:
-                raise KeeperError(Code.NONODE, path)
-            return ChangeRecord(zxid, path, True, node.version, node.cversion, node.aversion,
-                                node.ephemeralOwner, node.num_children, node.acl, node.data)
+            return self._node_record(path, zxid)
         if not cr.exists:
             raise KeeperError(Code.NONODE, path)
         return cr.duplicate(zxid)
@@ -272,15 +271,15 @@ class Prep:
         # applying that txn will give the node.
         if op_type == _CREATE_CONTAINER:
             owner = CONTAINER_EPHEMERAL_OWNER
-            body = r.CreateContainerTxn(path, rec.data, _acl_records(acl), new_cversion)
+            body = r.CreateContainerTxn(path, rec.data, shared_acl_records(acl), new_cversion)
         elif op_type == _CREATE_TTL:
             if mode not in _TTL:
                 raise KeeperError(Code.BADARGUMENTS, path)  # a TTL txn needs a TTL mode
             owner = ttl_ephemeral_owner(ttl)
-            body = r.CreateTTLTxn(path, rec.data, _acl_records(acl), new_cversion, ttl)
+            body = r.CreateTTLTxn(path, rec.data, shared_acl_records(acl), new_cversion, ttl)
         else:
             owner = req.session_id if mode in _EPHEMERAL else 0
-            body = r.CreateTxn(path, rec.data, _acl_records(acl), mode in _EPHEMERAL, new_cversion)
+            body = r.CreateTxn(path, rec.data, shared_acl_records(acl), mode in _EPHEMERAL, new_cversion)
         parent.child_count += 1
         parent.cversion = new_cversion
         pending.append(parent)
@@ -373,7 +372,7 @@ class Prep:
         node.aversion = version
         node.acl = acl
         pending.append(node)
-        return r.SetACLTxn(path, _acl_records(acl), version)
+        return r.SetACLTxn(path, shared_acl_records(acl), version)
 
     def prep_check(self, req, rec, op_type, zxid, pending):
         self._check_session(req)
@@ -422,7 +421,6 @@ def _record_fits(op_type: int, body) -> bool:
     return type(body) is TXN_RECORD.get(op_type)
 
 
-_acl_records = shared_acl_records
 
 
 PREP = {
