@@ -72,7 +72,8 @@ class Pipeline:
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
         self._proposed: deque[Request] = deque()  # writes prepared, not yet applied, zxid order
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
-        self._sync_task: asyncio.Task | None = None
+        txn_log.on_synced = self._on_synced
+        txn_log.on_sync_failed = self._on_sync_failed
         self.on_applied = _count_nothing  # after each batch of applied txns, with their count
         self.on_fatal = _nothing  # the log cannot sync or apply failed: stop serving
 
@@ -126,9 +127,7 @@ class Pipeline:
 
     def _obey(self, effects: Effects) -> None:
         if effects.persist:
-            self.txn_log.append(effects.persist)
-            if self._sync_task is None:
-                self._sync_task = asyncio.get_running_loop().create_task(self._group_commit())
+            self.txn_log.append(effects.persist)  # its writer syncs them, then _on_synced
         # effects.send: no other peers yet (an ensemble of one).
         deliver = effects.deliver
         if deliver:
@@ -137,25 +136,15 @@ class Pipeline:
             self.prep.applied(deliver[-1].zxid)
             self.on_applied(len(deliver))
 
-    async def _group_commit(self) -> None:
-        """One sync covers every txn appended before it started; the next gathers meanwhile
-        and starts the moment the last returns, before the txns that one made durable are
-        applied and answered, so the disk and the loop work at the same time."""
-        txn_log = self.txn_log
-        try:
-            syncing = txn_log.start_sync()
-            while syncing is not None:
-                try:
-                    zxid = await syncing
-                except Exception:
-                    # A log we cannot sync must never acknowledge a write.
-                    log.exception("event=txn_log_sync_failed action=stop_server")
-                    self.on_fatal()
-                    raise
-                syncing = txn_log.start_sync() if txn_log.has_unsynced else None
-                self._obey(self.peer.on_persisted(zxid))
-        finally:
-            self._sync_task = None
+    def _on_synced(self, zxid: int) -> None:
+        """The log's writer made everything up to `zxid` durable (one sync covers every txn
+        appended before it began; the next gathers meanwhile)."""
+        self._obey(self.peer.on_persisted(zxid))
+
+    def _on_sync_failed(self, exc: BaseException) -> None:
+        # A log we cannot sync must never acknowledge a write.
+        log.error("event=txn_log_sync_failed error=%r action=stop_server", exc)
+        self.on_fatal()
 
     # -- apply and answer ---------------------------------------------------------
 

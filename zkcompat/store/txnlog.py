@@ -1,8 +1,10 @@
 """The txn log in LevelDB: one key per Txn (big-endian zxid), value = crc32 + ZooKeeper's
 own encoding of the Txn (TxnHeader then its record). Group commit: `append` gathers
-txns into the next batch in the loop thread; `sync` writes the whole batch with one
-LevelDB write (fsync unless forceSync=no) on a writer thread, during which the GIL is
-free, while the batch after it gathers.
+txns into a batch in the loop thread; a writer thread of its own takes the whole batch
+and writes it with one LevelDB write (fsync unless forceSync=no), during which the GIL
+is free and the next batch gathers. The writer takes the next batch the moment a write
+returns, without a round trip through the event loop, and reports each sync to the loop
+(`on_synced`, through call_soon_threadsafe, in order).
 
 Rule: a txn is acknowledged only after the sync that covers it has returned.
 """
@@ -10,9 +12,9 @@ Rule: a txn is acknowledged only after the sync that covers it has returned.
 import asyncio
 import logging
 import struct
+import threading
 import zlib
-from collections.abc import Awaitable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import plyvel
@@ -27,6 +29,14 @@ _CRC = struct.Struct(">I")
 TXN_PREFIX = b"t"
 _KEY = struct.Struct(">1sQ")  # TXN_PREFIX + big-endian zxid, in one pack
 _TXN_END = b"u"  # first key after every b"t" key (plyvel takes prefix or start/stop, not both)
+
+
+def _ignore_synced(zxid: int) -> None:
+    pass
+
+
+def _raise_sync_failed(exc: BaseException) -> None:
+    log.error("event=txn_log_sync_failed error=%r", exc)
 
 
 class LogCorruption(Exception):
@@ -70,10 +80,19 @@ class TxnLog:
         self.sync_enabled = sync
         self.db = plyvel.DB(str(path), create_if_missing=True)
         self.last_zxid = self._last_key_zxid()
+        # The batch being gathered and its bookkeeping, shared with the writer thread under
+        # _lock (plyvel's put releases the GIL, so the GIL alone does not keep them apart).
+        self._lock = threading.Lock()
         self._batch = None
         self._batch_last_zxid = self.last_zxid  # highest zxid appended, synced or not
         self._batch_count = 0
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="txnlog")
+        self._wake = threading.Event()
+        self._writer: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self._waiters: list[tuple[int, asyncio.Future]] = []  # sync() callers: (zxid, future)
+        self.on_synced: Callable[[int], None] = _ignore_synced  # loop thread, in sync order
+        self.on_sync_failed: Callable[[BaseException], None] = _raise_sync_failed
         self.stats = {"batches": 0, "txns": 0}
 
     def _last_key_zxid(self) -> int:
@@ -84,49 +103,112 @@ class TxnLog:
     # -- writing ----------------------------------------------------------------------
 
     def append(self, txns: list[Txn]) -> None:
-        """Add txns to the batch the next sync writes (loop thread; no I/O)."""
-        batch = self._batch
-        if batch is None:
-            batch = self._batch = self.db.write_batch(sync=self.sync_enabled)
-        put, key, last = batch.put, _KEY.pack, self._batch_last_zxid
+        """Add txns to the batch the writer syncs next (loop thread; no I/O)."""
+        key, last = _KEY.pack, self._batch_last_zxid  # only this thread changes it
+        entries = []
         for txn in txns:
             zxid = txn.zxid
             assert zxid > last, "log must grow in zxid order"
-            put(key(TXN_PREFIX, zxid), encode_entry(txn))
+            entries.append((key(TXN_PREFIX, zxid), encode_entry(txn)))
             last = zxid
-        self._batch_last_zxid = last
-        self._batch_count += len(txns)
+        with self._lock:  # encoded outside: the writer waits only for the puts
+            batch = self._batch
+            if batch is None:
+                batch = self._batch = self.db.write_batch(sync=self.sync_enabled)
+            put = batch.put
+            for k, v in entries:
+                put(k, v)
+            self._batch_last_zxid = last
+            self._batch_count += len(txns)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # appended outside a loop (tools, tests): sync() starts the writer
+        self._kick(loop)
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop  # where the writer reports what it writes next
+        if self._writer is None:
+            self._start_writer()
+        self._wake.set()
 
     @property
     def has_unsynced(self) -> bool:
-        return self._batch is not None
+        return self._batch_last_zxid > self.last_zxid
 
     async def sync(self) -> int:
-        """Write and fsync everything appended so far; return the highest zxid now durable."""
-        return await self.start_sync()
+        """Wait until everything appended so far is durable; return the highest zxid that is."""
+        target = self._batch_last_zxid
+        if target <= self.last_zxid:
+            return self.last_zxid
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._waiters.append((target, fut))
+        self._kick(loop)
+        return await fut
 
-    def start_sync(self) -> Awaitable[int]:
-        """Hand everything appended so far to the writer thread at once; awaiting the result
-        gives the highest zxid then durable. Syncs finish in the order they were started
-        (one writer thread), so a second may start while the first is awaited."""
-        batch, self._batch = self._batch, None
-        if batch is None:
-            return self._synced(None, self.last_zxid, 0)
-        last, count = self._batch_last_zxid, self._batch_count
-        self._batch_count = 0
-        written = asyncio.get_running_loop().run_in_executor(self._writer, batch.write)
-        return self._synced(written, last, count)
+    def _start_writer(self) -> None:
+        self._writer = threading.Thread(target=self._write_batches, name="txnlog-writer",
+                                        daemon=True)
+        self._writer.start()
 
-    async def _synced(self, written: asyncio.Future | None, last: int, count: int) -> int:
-        if written is not None:
-            await written
+    def _write_batches(self) -> None:
+        """The writer thread: take whatever has gathered, write it, report it, repeat."""
+        while True:
+            self._wake.wait()
+            with self._lock:
+                self._wake.clear()
+                batch, self._batch = self._batch, None
+                last, count = self._batch_last_zxid, self._batch_count
+                self._batch_count = 0
+                loop = self._loop
+            if batch is None:
+                if self._stopping:
+                    return
+                continue
+            try:
+                batch.write()
+            except Exception as e:  # noqa: BLE001 - handed to the loop, which stops serving
+                self._report(loop, self._sync_failed, e)
+                return
+            self._report(loop, self._synced, last, count)
+
+    @staticmethod
+    def _report(loop, callback, *args) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop has closed (shutdown): nobody waits for this sync
+            pass
+
+    def _synced(self, last: int, count: int) -> None:
+        """Loop thread: a sync returned; everything up to `last` is durable."""
         self.last_zxid = last
         self.stats["batches"] += 1
         self.stats["txns"] += count
-        return last
+        if self._waiters:
+            done = [w for w in self._waiters if w[0] <= last]
+            self._waiters = [w for w in self._waiters if w[0] > last]
+            for _, fut in done:
+                if not fut.done():
+                    fut.set_result(last)
+        self.on_synced(last)
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        """Loop thread: a write failed; nothing after `last_zxid` is durable, nor will be."""
+        waiters, self._waiters = self._waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self.on_sync_failed(exc)
 
     def close(self) -> None:
-        self._writer.shutdown(wait=True)
+        """Stop the writer once it has finished the write it is in; then close the DB."""
+        if self._writer is not None:
+            self._stopping = True
+            with self._lock:
+                self._batch = None  # never synced, so never acknowledged
+            self._wake.set()
+            self._writer.join()
         self.db.close()
 
     # -- reading and repair -------------------------------------------------------------
