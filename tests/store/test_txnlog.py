@@ -105,6 +105,9 @@ def test_a_failed_sync_is_reported_and_acknowledges_nothing(tmp_path):
         log.append([txn(1)])
         with pytest.raises(OSError):
             await log.sync()
+        log.append([txn(2)])
+        with pytest.raises(OSError):  # and every later sync, at once: the writer is gone
+            await asyncio.wait_for(log.sync(), 5)
 
     asyncio.run(go())
     assert [type(e) for e in failures] == [OSError]

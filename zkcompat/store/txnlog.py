@@ -90,6 +90,7 @@ class TxnLog:
         self._writer: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._failure: BaseException | None = None  # a write failed: nothing more is synced
         self._waiters: list[tuple[int, asyncio.Future]] = []  # sync() callers: (zxid, future)
         self.on_synced: Callable[[int], None] = _ignore_synced  # loop thread, in sync order
         self.on_sync_failed: Callable[[BaseException], None] = _raise_sync_failed
@@ -138,6 +139,8 @@ class TxnLog:
 
     async def sync(self) -> int:
         """Wait until everything appended so far is durable; return the highest zxid that is."""
+        if self._failure is not None:
+            raise self._failure
         target = self._batch_last_zxid
         if target <= self.last_zxid:
             return self.last_zxid
@@ -195,6 +198,7 @@ class TxnLog:
 
     def _sync_failed(self, exc: BaseException) -> None:
         """Loop thread: a write failed; nothing after `last_zxid` is durable, nor will be."""
+        self._failure = exc
         waiters, self._waiters = self._waiters, []
         for _, fut in waiters:
             if not fut.done():
