@@ -1,7 +1,7 @@
 """One client connection: framing, handshake, pings, auth, and coalesced writes.
 
 Everything a client sends is decoded here exactly once and handed to the pipeline as a
-Request. Replies are queued and written with one transport.write per event-loop turn.
+Request. Replies are queued and written with one transport.write per flush of the outbox.
 A protocol violation closes this connection (with a logged reason) and nothing else.
 """
 
@@ -58,6 +58,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server):
         self.server = server  # the ServerContext: pipeline, config, admin, connections
         self.pipeline = server.pipeline
+        self.outbox = server.pipeline.outbox
         self.transport = None
         self.remote = "?"
         self.auth_ids: list[tuple[str, str]] = []
@@ -69,7 +70,7 @@ class Connection(asyncio.Protocol):
         self._pending_frames: list = []
         self._first4: bytearray | None = bytearray()
         self._out: list[bytes] = []
-        self._flush_scheduled = False
+        self._queued = False  # in the outbox, to be flushed
         self._close_after_flush = False
         self._paused = False
         self.stats = ConnectionStats()
@@ -98,6 +99,10 @@ class Connection(asyncio.Protocol):
             self.session.cnxn = None
 
     def data_received(self, data: bytes) -> None:
+        self._received(data)
+        self.outbox.flush()  # the replies to reads leave now, not one loop turn later
+
+    def _received(self, data: bytes) -> None:
         if self._state == "closed":
             return
         if self._first4 is not None:
@@ -136,12 +141,13 @@ class Connection(asyncio.Protocol):
         self.stats.sent += 1
         self.server.stats.packets_sent += 1
         self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        if not self._queued:
+            self._queued = True
+            self.outbox.add(self)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
+    def flush(self) -> None:
+        """Write everything queued with one transport.write (the outbox calls this)."""
+        self._queued = False
         if self._state == "closed" or self.transport is None:
             return
         out = self._out
@@ -165,9 +171,9 @@ class Connection(asyncio.Protocol):
             return
         log.info("event=connection_close remote=%s reason=%r", self.remote, reason)
         self._close_after_flush = True
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        if not self._queued:
+            self._queued = True
+            self.outbox.add(self)
 
     def close(self, reason: str) -> None:
         if self._state == "closed":

@@ -15,6 +15,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
 from zkcompat.jute.multi import encode_multi_response
 from zkcompat.jute.reply import encode_reply, encode_reply_raw
+from zkcompat.server.outbox import Outbox
 from zkcompat.server.prep import Prep
 from zkcompat.server.reads import READ
 from zkcompat.server.request import Request
@@ -68,6 +69,7 @@ class Pipeline:
         self.peer = peer
         self.txn_log = txn_log
         self.watches = WatchManager()
+        self.outbox = Outbox()  # connections with replies queued
         self.tracker = SessionTracker(tick_ms, server_id, _wall_ms())
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
         self._proposed: deque[Request] = deque()  # writes prepared, not yet applied, zxid order
@@ -140,6 +142,7 @@ class Pipeline:
         """The log's writer made everything up to `zxid` durable (one sync covers every txn
         appended before it began; the next gathers meanwhile)."""
         self._obey(self.peer.on_persisted(zxid))
+        self.outbox.flush()  # the batch's replies and events leave together, at once
 
     def _on_sync_failed(self, exc: BaseException) -> None:
         # A log we cannot sync must never acknowledge a write.
