@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 # by default) each time. At 0.5 ms a sync's round trip under a busy loop fell from a p90
 # of 8-12 ms to ~4 ms, and ephemeral create+delete at 64x16 gained ~9% (on 2 cores).
 GIL_SWITCH_INTERVAL_S = 0.0005
+# Python's default (700, 10, 10) collects the young generation every 700 net allocations,
+# so each batch of in-flight requests is scanned, promoted, and counted towards full
+# collections, which scan every znode. In process, creating 1M znodes: 42 µs per create
+# and full-collection pauses of up to 400 ms by default; 26 µs and pauses of ~15-20 ms at
+# these values. Ephemeral create+delete: 9% fewer instructions per request (cachegrind).
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 @dataclass(eq=False)
@@ -88,6 +94,7 @@ class _Listener(Connection):
 
 async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    gc.set_threshold(*GC_THRESHOLDS)
     if not config.force_sync:
         log.warning("event=force_sync_off detail=%r",
                     "forceSync=no: acknowledged writes can be lost on power failure")
