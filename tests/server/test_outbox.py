@@ -5,6 +5,7 @@ import asyncio
 import struct
 
 from zkcompat.bench import wire
+from zkcompat.bench.inproc import QuietTransport
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
@@ -14,25 +15,13 @@ from zkcompat.server.connection import Connection
 _HDR = struct.Struct(">iiqi")  # frame length, then ReplyHeader{xid, zxid, err}
 
 
-class RecordingTransport(asyncio.Transport):
+class RecordingTransport(QuietTransport):
     def __init__(self):
         super().__init__()
         self.writes: list[bytes] = []
 
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
     def write(self, data) -> None:
         self.writes.append(bytes(data))
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def xids(data: bytes) -> list[int]:

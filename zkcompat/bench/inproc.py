@@ -30,15 +30,31 @@ KINDS = ("get", "set", "ephemeral")
 BATCH = 64  # requests per data_received, as a busy client's reads arrive
 
 
-class CountingTransport(asyncio.Transport):
+class QuietTransport(asyncio.Transport):
+    """A transport with a peer address that takes every call and does nothing."""
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def write(self, data) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class CountingTransport(QuietTransport):
     def __init__(self) -> None:
         super().__init__()
         self.writes = 0
         self.frames = 0
         self.errors = 0  # replies whose ReplyHeader.err is not 0
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 40000) if name == "peername" else default
 
     def write(self, data) -> None:
         self.writes += 1
@@ -49,15 +65,6 @@ class CountingTransport(asyncio.Transport):
                 self.errors += 1
             off += 4 + n
             self.frames += 1
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
