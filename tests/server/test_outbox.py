@@ -89,3 +89,41 @@ def test_a_synced_batch_answers_and_notifies_before_its_callback_returns(tmp_pat
     watcher_writes, writer_writes = asyncio.run(go())
     assert [xids(w) for w in watcher_writes] == [[-1]]  # the NodeCreated event
     assert [x for w in writer_writes for x in xids(w)] == [7, 8]
+
+
+class RefusingTransport(RecordingTransport):
+    """What uvloop does after the peer closed, before connection_lost arrives: it raises."""
+
+    def __init__(self):
+        super().__init__()
+        self.refuse = False
+
+    def write(self, data) -> None:
+        if self.refuse:
+            raise RuntimeError("unable to perform operation; the handler is closed")
+        super().write(data)
+
+
+def test_a_connection_that_refuses_writes_does_not_strand_the_others(tmp_path, caplog):
+    async def go():
+        ctx = build_standalone(Config(data_dir=tmp_path, force_sync=False))
+        watcher = Connection(ctx)
+        watcher_out = RefusingTransport()
+        watcher.connection_made(watcher_out)
+        watcher.data_received(wire.connect_request())
+        writer, writer_out = await open_connection(ctx)
+        while watcher._state != "open":
+            await asyncio.sleep(0.005)
+        watcher.data_received(wire.request(1, OpCode.EXISTS, r.ExistsRequest("/x", True)))
+        watcher_out.refuse = True  # its NodeCreated event, queued first, will raise
+        writer.data_received(wire.request(7, OpCode.CREATE, r.CreateRequest(
+            "/x", b"", wire.OPEN_ACL, int(CreateMode.PERSISTENT))))
+        for _ in range(1000):
+            if writer_out.writes:
+                break
+            await asyncio.sleep(0.005)
+        return list(writer_out.writes)
+
+    writes = asyncio.run(go())
+    assert [xids(w) for w in writes] == [[7]]
+    assert any("event=flush_failed" in m for m in caplog.messages)

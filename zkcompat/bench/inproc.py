@@ -48,6 +48,9 @@ class QuietTransport(asyncio.Transport):
     def close(self) -> None:
         pass
 
+    def is_closing(self) -> bool:
+        return False
+
 
 class CountingTransport(QuietTransport):
     def __init__(self) -> None:

@@ -148,7 +148,8 @@ class Connection(asyncio.Protocol):
     def flush(self) -> None:
         """Write everything queued with one transport.write (the outbox calls this)."""
         self._queued = False
-        if self._state == "closed" or self.transport is None:
+        # A transport the peer closed refuses writes until connection_lost arrives.
+        if self._state == "closed" or self.transport is None or self.transport.is_closing():
             return
         out = self._out
         if out:

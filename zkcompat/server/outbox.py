@@ -7,6 +7,9 @@ Each connection still gets one transport.write per flush, whatever it queued.
 """
 
 import asyncio
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class Outbox:
@@ -28,7 +31,10 @@ class Outbox:
         if queued:
             self._queued = []
             for cnxn in queued:
-                cnxn.flush()
+                try:
+                    cnxn.flush()
+                except Exception:  # noqa: BLE001 - one connection must not strand the rest
+                    log.exception("event=flush_failed remote=%s", getattr(cnxn, "remote", "?"))
 
     def _on_turn(self) -> None:
         self._scheduled = False
