@@ -73,6 +73,7 @@ class Connection(asyncio.Protocol):
         self._queued = False  # in the outbox, to be flushed
         self._close_after_flush = False
         self._paused = False
+        self._deadline: asyncio.TimerHandle | None = None  # the handshake's
         self.stats = ConnectionStats()
 
     # -- asyncio.Protocol ---------------------------------------------------------
@@ -85,7 +86,8 @@ class Connection(asyncio.Protocol):
         # Every connection is authenticated by its address (NIOServerCnxn adds ("ip", addr)).
         self.auth_ids.append(("ip", host))
         self.server.connections.add(self)
-        asyncio.get_running_loop().call_later(SESSIONLESS_CNXN_TIMEOUT_S, self._handshake_deadline)
+        self._deadline = asyncio.get_running_loop().call_later(
+            SESSIONLESS_CNXN_TIMEOUT_S, self._handshake_deadline)
 
     def _handshake_deadline(self) -> None:
         if self._state == "handshake":
@@ -93,6 +95,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self._state = "closed"
+        if self._deadline is not None:
+            self._deadline.cancel()  # its callback would hold this connection for seconds
+            self._deadline = None
         self.server.connections.discard(self)
         self.pipeline.watches.remove_watcher(self)
         if self.session is not None and self.session.cnxn is self:
