@@ -5,7 +5,7 @@ import asyncio
 import struct
 
 from zkcompat.bench import wire
-from zkcompat.bench.inproc import QuietTransport
+from zkcompat.bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
@@ -35,15 +35,8 @@ def xids(data: bytes) -> list[int]:
 
 
 async def open_connection(ctx) -> tuple[Connection, RecordingTransport]:
-    cnxn, transport = Connection(ctx), RecordingTransport()
-    cnxn.connection_made(transport)
-    cnxn.data_received(wire.connect_request())
-    for _ in range(1000):  # the session's txn must sync first
-        if cnxn._state == "open":
-            break
-        await asyncio.sleep(0.005)
-    assert cnxn._state == "open"
-    await asyncio.sleep(0)
+    transport = RecordingTransport()
+    cnxn = await open_session(ctx, transport)
     transport.writes.clear()
     return cnxn, transport
 

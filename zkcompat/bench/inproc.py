@@ -104,9 +104,10 @@ async def _all_answered(pipeline) -> None:
         await asyncio.sleep(0)
 
 
-async def _run(kind: str, requests: int, rounds: int, data_dir: Path) -> Result:
-    ctx = build_standalone(Config(data_dir=data_dir, force_sync=False))
-    cnxn, transport = Connection(ctx), CountingTransport()
+async def open_session(ctx, transport: QuietTransport) -> Connection:
+    """A Connection of server `ctx` on `transport`, its session open (the session's txn
+    synced and applied) and its ConnectResponse written."""
+    cnxn = Connection(ctx)
     cnxn.connection_made(transport)
     cnxn.data_received(wire.connect_request())
     for _ in range(2000):
@@ -115,6 +116,14 @@ async def _run(kind: str, requests: int, rounds: int, data_dir: Path) -> Result:
         await asyncio.sleep(0.001)
     else:
         raise RuntimeError("the session did not open")
+    await asyncio.sleep(0)  # the outbox's turn: the ConnectResponse is written
+    return cnxn
+
+
+async def _run(kind: str, requests: int, rounds: int, data_dir: Path) -> Result:
+    ctx = build_standalone(Config(data_dir=data_dir, force_sync=False))
+    transport = CountingTransport()
+    cnxn = await open_session(ctx, transport)
     acl = wire.OPEN_ACL
     cnxn.data_received(wire.request(1, OpCode.CREATE, r.CreateRequest("/k", b"x" * 100, acl, 0))
                        + wire.request(2, OpCode.CREATE, r.CreateRequest("/e", b"", acl, 0)))

@@ -160,20 +160,23 @@ class Pipeline:
             log.exception("event=apply_failed zxid=0x%x txn=%r action=stop_server", txn.zxid, txn)
             self.on_fatal()
             raise
-        if rc.events and self.watches.active:
-            self.watches.trigger(rc.events, txn.zxid)
+        watches = self.watches
+        if rc.events and (watches.data.by_path or watches.child.by_path):  # .active, inlined
+            watches.trigger(rc.events, txn.zxid)
         req = self._proposed.popleft()
         assert req.txn is txn, "commits must arrive in proposal order"
         if txn.hdr.type == _CLOSE_SESSION or req.type == _CLOSE_SESSION:
             self._finish_close(req)
+        cnxn = req.cnxn
+        if cnxn is not None:  # _answer, inlined: once per write
+            reply = self._write_reply(req, cnxn, rc)
+            if reply is not None:
+                cnxn.reply(req, reply, self.tree.last_processed_zxid)
         session = self.tracker.sessions.get(req.session_id)
-        reply = self._write_reply(req, rc)
         if session is None:
-            self._answer(req, reply)
             return
         head = session.queue.popleft()
         assert head is req, "a session's writes complete in its request order"
-        self._answer(req, reply)
         queue = session.queue
         while queue and not queue[0].is_write:
             read = queue.popleft()
@@ -200,12 +203,10 @@ class Pipeline:
         if cnxn is not None and reply is not None:
             cnxn.reply(req, reply, self.tree.last_processed_zxid)
 
-    def _write_reply(self, req: Request, rc: ApplyResult) -> bytes | None:
-        if req.cnxn is None:
-            return None
+    def _write_reply(self, req: Request, cnxn, rc: ApplyResult) -> bytes | None:
         zxid = self.tree.last_processed_zxid
         if req.type == _CREATE_SESSION:
-            return req.cnxn.connect_response(req.session_id, req.record.timeOut)
+            return cnxn.connect_response(req.session_id, req.record.timeOut)
         hdr_type = req.txn.hdr.type
         err = 0 if hdr_type == _MULTI else rc.err
         build = WRITE_REPLY.get(hdr_type)

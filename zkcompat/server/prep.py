@@ -143,11 +143,6 @@ class Prep:
         cr = self._changes.get(path)
         return cr.exists if cr is not None else path in self.tree.nodes
 
-    def _commit_records(self, pending: list) -> None:
-        for cr in pending:
-            self._changes[cr.path] = cr
-            self._order.append(cr)
-
     def applied(self, zxid: int) -> None:
         """Txns up to `zxid` are in the tree: their predictions are now plain facts."""
         order = self._order
@@ -191,7 +186,10 @@ class Prep:
             log.error("event=prep_bug op=%d body=%r action=reply_systemerror", req.type, body)
             hdr.type = OpCode.ERROR
             return Txn(hdr, r.ErrorTxn(Code.SYSTEMERROR))
-        self._commit_records(pending)
+        changes, order = self._changes, self._order  # the predictions take effect
+        for cr in pending:
+            changes[cr.path] = cr
+            order.append(cr)
         return Txn(hdr, body)
 
     def _prep_multi(self, req, zxid, pending) -> list:
@@ -237,7 +235,7 @@ class Prep:
             raise KeeperError(Code.SESSIONEXPIRED)
 
     def prep_create(self, req, rec, op_type, zxid, pending):
-        ttl = rec.ttl if isinstance(rec, r.CreateTTLRequest) else -1
+        ttl = rec.ttl if op_type == _CREATE_TTL else -1  # only that op has a CreateTTLRequest
         path = rec.path
         mode = rec.flags
         if mode not in _MODES:
@@ -266,7 +264,8 @@ class Prep:
         if is_session_owner(parent.ephemeral_owner):
             raise KeeperError(Code.NOCHILDRENFOREPHEMERALS, path)
         new_cversion = parent.cversion + 1
-        self._check_quota(path, None, rec.data, 1)
+        if self.enforce_quota:
+            self._check_quota(path, None, rec.data, 1)
         # The op, not the mode, picks the txn (pRequest2TxnCreate); the owner is what
         # applying that txn will give the node.
         if op_type == _CREATE_CONTAINER:
@@ -355,7 +354,8 @@ class Prep:
         path = self._valid_path(rec.path)
         node = self._to_change(path, zxid)
         check_acl(node.acl, PERM_WRITE, req.auth_ids)
-        self._check_quota(path, node.data, rec.data, 0)
+        if self.enforce_quota:
+            self._check_quota(path, node.data, rec.data, 0)
         version = _next_version(node.version, rec.version, path)
         node.version = version
         node.data = rec.data

@@ -25,6 +25,9 @@ def now_ms() -> int:
 
 
 class Latency:
+    """Min, max and total of request latencies. Connection.reply updates it inline, once
+    per request, for the connection and for the server."""
+
     __slots__ = ("count", "total", "min", "max")
 
     def __init__(self):
@@ -35,14 +38,6 @@ class Latency:
         self.total = 0
         self.min = 0
         self.max = 0
-
-    def add(self, ms: int) -> None:
-        if self.count == 0 or ms < self.min:
-            self.min = ms
-        if ms > self.max:
-            self.max = ms
-        self.count += 1
-        self.total += ms
 
     @property
     def avg(self) -> float:

@@ -89,7 +89,7 @@ class ZNode:
         owner = self.ephemeralOwner
         return _STAT.pack(
             self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion * 2 - n,
-            self.aversion, owner if is_session_owner(owner) else 0,
+            self.aversion, owner if owner > 0 or owner and is_session_owner(owner) else 0,
             0 if data is None else len(data), n, self.pzxid,
         )
 
@@ -225,7 +225,8 @@ class DataTree:
                 self.quota_paths.add(trimmed)
             elif child == quota.STATS_NODE:
                 self._recount_quota(trimmed)
-        self._quota_changed(path, len(body.data or b""), 1)
+        if self.quota_paths:
+            self._quota_changed(path, len(body.data or b""), 1)
         if hdr.type != _CREATE:
             rc.node = node
         ev = rc.events if events is None else events
@@ -246,25 +247,29 @@ class DataTree:
         if node is None:
             return Code.NONODE
         owner = node.ephemeralOwner
-        if owner == CONTAINER_EPHEMERAL_OWNER:
-            self.containers.discard(path)
-        elif is_ttl_owner(owner):
-            self.ttls.discard(path)
-        elif owner:
-            paths = self.ephemerals.get(owner)
-            if paths is not None:
-                paths.discard(path)
-                if not paths:
-                    del self.ephemerals[owner]
+        if owner:
+            if owner > 0 or is_session_owner(owner):  # > 0: a session's, decided at once
+                paths = self.ephemerals.get(owner)
+                if paths is not None:
+                    paths.discard(path)
+                    if not paths:
+                        del self.ephemerals[owner]
+            elif owner == CONTAINER_EPHEMERAL_OWNER:
+                self.containers.discard(path)
+            else:
+                self.ttls.discard(path)
         if parent_path.startswith(ZOOKEEPER) and child == quota.LIMIT_NODE:
             self.quota_paths.discard(parent_path[len(QUOTA):])
-        self._quota_changed(path, -len(node.data or b""), -1)
+        if self.quota_paths:
+            self._quota_changed(path, -len(node.data or b""), -1)
         events.append((_NODE_DELETED, path, node.acl))
         events.append((_NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return Code.OK
 
     def _index_owner(self, path: str, owner: int) -> None:
-        if owner == CONTAINER_EPHEMERAL_OWNER:
+        if owner > 0:  # a session's (container and TTL owners are negative)
+            self.ephemerals.setdefault(owner, set()).add(path)
+        elif owner == CONTAINER_EPHEMERAL_OWNER:
             self.containers.add(path)
         elif is_ttl_owner(owner):
             self.ttls.add(path)
@@ -329,7 +334,8 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
     if node is None:
         rc.err = Code.NONODE
         return rc
-    tree._quota_changed(body.path, len(body.data or b"") - len(node.data or b""), 0)
+    if tree.quota_paths:
+        tree._quota_changed(body.path, len(body.data or b"") - len(node.data or b""), 0)
     node.data = body.data
     node.mtime = hdr.time
     node.mzxid = hdr.zxid
