@@ -146,14 +146,20 @@ class Prep:
     def applied(self, zxid: int) -> None:
         """Txns up to `zxid` are in the tree: their predictions are now plain facts."""
         order = self._order
-        i = 0
-        while i < len(order) and order[i].zxid <= zxid:
-            cr = order[i]
-            if self._changes.get(cr.path) is cr:
-                del self._changes[cr.path]
-            i += 1
-        if i:
-            del order[:i]
+        if order and order[-1].zxid <= zxid:
+            # All applied (every outstanding record is in the order): nothing is left.
+            order.clear()
+            self._changes.clear()
+        else:
+            changes = self._changes
+            i, n = 0, len(order)
+            while i < n and order[i].zxid <= zxid:
+                cr = order[i]
+                if changes.get(cr.path) is cr:
+                    del changes[cr.path]
+                i += 1
+            if i:
+                del order[:i]
         if self._closing:
             for sid in [s for s, z in self._closing.items() if z <= zxid]:
                 del self._closing[sid]

@@ -23,6 +23,9 @@ def intern_acl(acl: AclTuple) -> AclTuple:
 
 
 def acl_from_records(acls: list) -> AclTuple:
+    acl = _acl_of_shared.get(id(acls))  # a leader's txn carries a shared list: no rebuild
+    if acl is not None:
+        return acl
     return intern_acl(tuple((a.perms, a.id.scheme, a.id.id) for a in acls))
 
 
@@ -31,6 +34,9 @@ def acl_to_records(acl: AclTuple) -> list:
 
 
 _records_of: dict[AclTuple, list] = {}
+# id() of each shared list -> its ACL. The lists live as long as _records_of, so an id
+# here never belongs to another object.
+_acl_of_shared: dict[int, AclTuple] = {}
 
 
 def shared_acl_records(acl: AclTuple) -> list:
@@ -39,6 +45,7 @@ def shared_acl_records(acl: AclTuple) -> list:
     recs = _records_of.get(acl)
     if recs is None:
         recs = _records_of[acl] = acl_to_records(acl)
+        _acl_of_shared[id(recs)] = acl
     return recs
 
 
@@ -153,6 +160,8 @@ def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
         a = acls[0]
         if a is not None and a.id is not None and a.id.scheme == "world" \
                 and a.id.id == "anyone":
+            if a.perms == PERM_ALL:
+                return OPEN_ACL_UNSAFE
             return intern_acl(((a.perms, "world", "anyone"),))
     unique = []
     for a in acls or ():
