@@ -228,20 +228,13 @@ class Connection(asyncio.Protocol):
         stats.last_zxid = zxid
         stats.last_response_ms = t
         stats.last_latency = latency
-        lat = stats.latency
-        if latency > lat.max:
-            lat.max = latency
-        if latency < lat.min or not lat.count:
-            lat.min = latency
-        lat.count += 1
-        lat.total += latency
-        lat = server_stats.latency
-        if latency > lat.max:
-            lat.max = latency
-        if latency < lat.min or not lat.count:
-            lat.min = latency
-        lat.count += 1
-        lat.total += latency
+        for lat in (stats.latency, server_stats.latency):
+            if latency > lat.max:
+                lat.max = latency
+            if latency < lat.min or not lat.count:
+                lat.min = latency
+            lat.count += 1
+            lat.total += latency
         stats.sent += 1
         server_stats.packets_sent += 1
         self._out.append(data)
