@@ -73,6 +73,11 @@ class Connection(asyncio.Protocol):
         self._pending_frames: list = []
         self._first4: bytearray | None = bytearray()
         self._out: list[bytes] = []
+        # The replies queued since the last flush, for their statistics, which the flush
+        # accounts for at once: each one's start time, and the last one's request and zxid.
+        self._replied_t0: list[int] = []
+        self._last_req = None
+        self._last_zxid = -1
         self._queued = False  # in the outbox, to be flushed
         self._close_after_flush = False
         self._paused = False
@@ -166,6 +171,8 @@ class Connection(asyncio.Protocol):
     def flush(self) -> None:
         """Write everything queued with one transport.write (the outbox calls this)."""
         self._queued = False
+        if self._replied_t0:
+            self._account_replies()
         # A transport the peer closed refuses writes until connection_lost arrives.
         if self._state == "closed" or self.transport is None or self.transport.is_closing():
             return
@@ -215,32 +222,39 @@ class Connection(asyncio.Protocol):
     # -- input ----------------------------------------------------------------------
 
     def reply(self, req, data: bytes, zxid: int) -> None:
-        """Send a request's reply and account for it (ServerCnxn.updateStatsForResponse).
-        Once per request: send and both Latency.add are inlined."""
+        """Send a request's reply. Its statistics (ServerCnxn.updateStatsForResponse) are
+        kept when the outbox flushes it: once per write, not once per reply."""
         if self._state == "closed":
             return
-        stats = self.stats
-        server_stats = self.server.stats
+        self._replied_t0.append(req.t0_ms)
+        self._last_req = req
+        self._last_zxid = zxid
+        self.send(data)
+
+    def _account_replies(self) -> None:
+        """Latency, last op, cxid and zxid of the replies queued since the last flush, as
+        if each had been counted when it was answered (the flush follows in the same
+        callback): latency is the time from receipt to now."""
+        t0s = self._replied_t0
         t = _monotonic_ns() // 1_000_000
-        latency = t - req.t0_ms
+        n = len(t0s)
+        lo, hi, total = t - max(t0s), t - min(t0s), n * t - sum(t0s)
+        for lat in (self.stats.latency, self.server.stats.latency):
+            if hi > lat.max:
+                lat.max = hi
+            if lo < lat.min or not lat.count:
+                lat.min = lo
+            lat.count += n
+            lat.total += total
+        req = self._last_req
+        stats = self.stats
         stats.last_op = OP_NAMES.get(req.type, "NA")
         stats.last_cxid = req.xid
-        stats.last_zxid = zxid
+        stats.last_zxid = self._last_zxid
         stats.last_response_ms = t
-        stats.last_latency = latency
-        for lat in (stats.latency, server_stats.latency):
-            if latency > lat.max:
-                lat.max = latency
-            if latency < lat.min or not lat.count:
-                lat.min = latency
-            lat.count += 1
-            lat.total += latency
-        stats.sent += 1
-        server_stats.packets_sent += 1
-        self._out.append(data)
-        if not self._queued:
-            self._queued = True
-            self.outbox.add(self)
+        stats.last_latency = t - req.t0_ms
+        t0s.clear()
+        self._last_req = None
 
     def _on_frame(self, payload) -> None:
         self.stats.received += 1
