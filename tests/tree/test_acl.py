@@ -46,6 +46,17 @@ def test_fixup_expands_auth_and_rejects_bad_ids():
             fixup_acl("/p", [r.ACL(31, ident)], [])
 
 
+def test_the_codecs_shared_world_anyone_list_is_open_acl_unsafe_both_ways():
+    from zkcompat.tree.acl import acl_from_records, shared_acl_records
+
+    decoded = r.CreateRequest.from_bytes(
+        r.CreateRequest("/p", b"", [r.ACL(31, r.Id("world", "anyone"))], 0).to_bytes()).acl
+    assert decoded is r.OPEN_ACL_UNSAFE_RECORDS
+    assert fixup_acl("/p", decoded, []) is OPEN_ACL_UNSAFE
+    assert shared_acl_records(OPEN_ACL_UNSAFE) is r.OPEN_ACL_UNSAFE_RECORDS
+    assert acl_from_records(r.OPEN_ACL_UNSAFE_RECORDS) is OPEN_ACL_UNSAFE
+
+
 def test_fixup_removes_duplicates_and_interns():
     a = fixup_acl("/p", [r.ACL(31, r.Id("world", "anyone"))] * 2, [])
     assert a is OPEN_ACL_UNSAFE

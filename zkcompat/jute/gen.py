@@ -28,6 +28,24 @@ PY_TYPES = {
 }
 
 
+# Vectors whose commonest value decode hands out as one shared, read-only list, and encode
+# writes as precomputed bytes. A create's ACL is world:anyone with every permission almost
+# always; decoding its two records and two strings was a tenth of a create's work.
+# {vector type: (module-level name of the shared list, (perms, scheme, id) of its one ACL)}
+SHARED_VECTORS = {
+    "vector<ACL>": ("OPEN_ACL_UNSAFE_RECORDS", (31, "world", "anyone")),
+}
+
+
+def shared_vector_element(type_: str) -> tuple[str, bytes]:
+    """The shared vector's one element: as a Python expression, and on the wire (an ACL:
+    int perms, then the Id's two ustrings; the vector's count is not included)."""
+    perms, scheme, ident = SHARED_VECTORS[type_][1]
+    wire = struct.pack(">ii", perms, len(scheme)) + scheme.encode() \
+        + struct.pack(">i", len(ident)) + ident.encode()
+    return f"ACL({perms}, Id({scheme!r}, {ident!r}))", wire
+
+
 def min_wire_bytes(type_: str) -> int:
     """The fewest bytes a value of type_ can take on the wire (bounds vector counts)."""
     if type_ in FIXED:
@@ -104,7 +122,17 @@ class EncodeEmitter(Emitter):
             x = self.tmp("x")
             self.line(f"{v} = {expr}")
             saved = list(self.pending)
-            self.line(f"if {v} is None:")
+            shared = SHARED_VECTORS.get(type_)
+            if shared is not None:
+                self.line(f"if {v} is {shared[0]}:")
+                self.indent += 1
+                self.flush()
+                self.line(f"out += _{shared[0]}_VECTOR")
+                self.indent -= 1
+                self.pending = list(saved)
+                self.line(f"elif {v} is None:")
+            else:
+                self.line(f"if {v} is None:")
             self.indent += 1
             self.pending.append(("i", "-1"))
             self.flush()
@@ -180,9 +208,17 @@ class DecodeEmitter(Emitter):
             self.uses_end = True
             self.pending.append(("i", n))
             self.flush()
-            # BinaryInputArchive.startVector: -1 is null; BinaryIndex.done() is n <= 0, so
-            # Java reads any other negative count as an empty vector.
-            self.line(f"if {n} <= 0:")
+            shared = SHARED_VECTORS.get(type_)
+            if shared is not None:
+                size = len(shared_vector_element(type_)[1])
+                self.line(f"if {n} == 1 and buf[o:o + {size}] == _{shared[0]}_ELEMENT:")
+                self.line(f"    {target} = {shared[0]}")
+                self.line(f"    o += {size}")
+                self.line(f"elif {n} <= 0:")
+            else:
+                # BinaryInputArchive.startVector: -1 is null; BinaryIndex.done() is n <= 0,
+                # so Java reads any other negative count as an empty vector.
+                self.line(f"if {n} <= 0:")
             self.line(f"    {target} = None if {n} == -1 else []")
             self.line("else:")
             self.indent += 1
@@ -347,6 +383,19 @@ def _bad_length(where: str, n: int, o: int, end: int) -> JuteError:
 def _bad_count(where: str, n: int, o: int, end: int) -> JuteError:
     return JuteError(f"{where}: vector count {n} at offset {o} cannot fit in the {end - o} bytes left")
 
+
+class FrozenList(list):
+    """A decoded vector that many records share (see SHARED_VECTORS in gen.py): it reads
+    and compares as a list, and refuses every change; copy it with list() to change it."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a shared decoded vector is read-only: copy it with list() first")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
 '''
 
 
@@ -366,7 +415,15 @@ def generate() -> str:
     for rec in RECORDS:
         parts.append(f"    {rec.name!r}: {rec.name},\n")
     parts.append("}\n")
-    parts.append(f"\n__all__ = [{', '.join(repr(r.name) for r in RECORDS)}, 'RECORDS']\n")
+    shared_names = []
+    for type_, (name, _) in SHARED_VECTORS.items():
+        expr, wire = shared_vector_element(type_)
+        parts.append(f"\n{name} = FrozenList([{expr}])\n")
+        parts.append(f"_{name}_ELEMENT = {wire!r}\n")
+        parts.append(f"_{name}_VECTOR = {struct.pack('>i', 1) + wire!r}\n")
+        shared_names.append(name)
+    names = [r.name for r in RECORDS] + ["RECORDS", "FrozenList"] + shared_names
+    parts.append(f"\n__all__ = [{', '.join(repr(n) for n in names)}]\n")
     return "".join(parts)
 
 

@@ -26,6 +26,19 @@ def _bad_length(where: str, n: int, o: int, end: int) -> JuteError:
 def _bad_count(where: str, n: int, o: int, end: int) -> JuteError:
     return JuteError(f"{where}: vector count {n} at offset {o} cannot fit in the {end - o} bytes left")
 
+
+class FrozenList(list):
+    """A decoded vector that many records share (see SHARED_VECTORS in gen.py): it reads
+    and compares as a list, and refuses every change; copy it with list() to change it."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a shared decoded vector is read-only: copy it with list() first")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
 _S_i = Struct('>i')
 _S_i_pack = _S_i.pack
 _S_i_unpack_from = _S_i.unpack_from
@@ -1912,7 +1925,9 @@ class CreateRequest:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -1958,7 +1973,9 @@ class CreateRequest:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -2012,7 +2029,10 @@ class CreateRequest:
                 raise _bad_length('CreateRequest.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -2093,7 +2113,9 @@ class CreateTTLRequest:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -2139,7 +2161,9 @@ class CreateTTLRequest:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -2193,7 +2217,10 @@ class CreateTTLRequest:
                 raise _bad_length('CreateTTLRequest.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -3008,7 +3035,9 @@ class SetACLRequest:
         out += _S_i_pack(n2)
         out += b1
         v3 = self.acl
-        if v3 is None:
+        if v3 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v3 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v3))
@@ -3046,7 +3075,9 @@ class SetACLRequest:
         out += _S_i_pack(n2)
         out += b1
         v3 = self.acl
-        if v3 is None:
+        if v3 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v3 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v3))
@@ -3091,7 +3122,10 @@ class SetACLRequest:
                 raise _bad_length('SetACLRequest.path', n1, o, end)
             n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n2 <= 0:
+            if n2 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n2 <= 0:
                 self.acl = None if n2 == -1 else []
             else:
                 if n2 > (end - o) // 12:
@@ -3944,7 +3978,9 @@ class GetACLResponse:
 
     def encode(self, out: bytearray) -> None:
         v1 = self.acl
-        if v1 is None:
+        if v1 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v1 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v1))
@@ -3974,7 +4010,9 @@ class GetACLResponse:
     def to_bytes(self) -> bytes:
         out = bytearray()
         v1 = self.acl
-        if v1 is None:
+        if v1 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v1 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v1))
@@ -4011,7 +4049,10 @@ class GetACLResponse:
             o = offset
             n1, = _S_i_unpack_from(buf, o)
             o += 4
-            if n1 <= 0:
+            if n1 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n1 <= 0:
                 self.acl = None if n1 == -1 else []
             else:
                 if n1 > (end - o) // 12:
@@ -4893,7 +4934,9 @@ class CreateTxnV0:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -4939,7 +4982,9 @@ class CreateTxnV0:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -4993,7 +5038,10 @@ class CreateTxnV0:
                 raise _bad_length('CreateTxnV0.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -5074,7 +5122,9 @@ class CreateTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5120,7 +5170,9 @@ class CreateTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5174,7 +5226,10 @@ class CreateTxn:
                 raise _bad_length('CreateTxn.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -5255,7 +5310,9 @@ class CreateTTLTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5301,7 +5358,9 @@ class CreateTTLTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5355,7 +5414,10 @@ class CreateTTLTxn:
                 raise _bad_length('CreateTTLTxn.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -5435,7 +5497,9 @@ class CreateContainerTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5481,7 +5545,9 @@ class CreateContainerTxn:
         out += _S_i_pack(n4)
         out += b3
         v5 = self.acl
-        if v5 is None:
+        if v5 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v5 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v5))
@@ -5535,7 +5601,10 @@ class CreateContainerTxn:
                 raise _bad_length('CreateContainerTxn.data', n2, o, end)
             n3, = _S_i_unpack_from(buf, o)
             o += 4
-            if n3 <= 0:
+            if n3 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n3 <= 0:
                 self.acl = None if n3 == -1 else []
             else:
                 if n3 > (end - o) // 12:
@@ -5846,7 +5915,9 @@ class SetACLTxn:
         out += _S_i_pack(n2)
         out += b1
         v3 = self.acl
-        if v3 is None:
+        if v3 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v3 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v3))
@@ -5884,7 +5955,9 @@ class SetACLTxn:
         out += _S_i_pack(n2)
         out += b1
         v3 = self.acl
-        if v3 is None:
+        if v3 is OPEN_ACL_UNSAFE_RECORDS:
+            out += _OPEN_ACL_UNSAFE_RECORDS_VECTOR
+        elif v3 is None:
             out += _S_i_pack(-1)
         else:
             out += _S_i_pack(len(v3))
@@ -5929,7 +6002,10 @@ class SetACLTxn:
                 raise _bad_length('SetACLTxn.path', n1, o, end)
             n2, = _S_i_unpack_from(buf, o)
             o += 4
-            if n2 <= 0:
+            if n2 == 1 and buf[o:o + 23] == _OPEN_ACL_UNSAFE_RECORDS_ELEMENT:
+                self.acl = OPEN_ACL_UNSAFE_RECORDS
+                o += 23
+            elif n2 <= 0:
                 self.acl = None if n2 == -1 else []
             else:
                 if n2 > (end - o) // 12:
@@ -6441,4 +6517,8 @@ RECORDS: dict[str, type] = {
     'MultiTxn': MultiTxn,
 }
 
-__all__ = ['Id', 'ACL', 'Stat', 'StatPersisted', 'ClientInfo', 'ConnectRequest', 'ConnectResponse', 'SetWatches', 'SetWatches2', 'RequestHeader', 'MultiHeader', 'AuthPacket', 'ReplyHeader', 'GetDataRequest', 'SetDataRequest', 'ReconfigRequest', 'SetDataResponse', 'GetSASLRequest', 'SetSASLRequest', 'SetSASLResponse', 'CreateRequest', 'CreateTTLRequest', 'DeleteRequest', 'GetChildrenRequest', 'GetAllChildrenNumberRequest', 'GetChildren2Request', 'CheckVersionRequest', 'GetMaxChildrenRequest', 'GetMaxChildrenResponse', 'SetMaxChildrenRequest', 'SyncRequest', 'SyncResponse', 'GetACLRequest', 'SetACLRequest', 'SetACLResponse', 'AddWatchRequest', 'WatcherEvent', 'ErrorResponse', 'CreateResponse', 'Create2Response', 'ExistsRequest', 'ExistsResponse', 'GetDataResponse', 'GetChildrenResponse', 'GetAllChildrenNumberResponse', 'GetChildren2Response', 'GetACLResponse', 'CheckWatchesRequest', 'RemoveWatchesRequest', 'GetEphemeralsRequest', 'GetEphemeralsResponse', 'WhoAmIResponse', 'LearnerInfo', 'QuorumPacket', 'QuorumAuthPacket', 'FileHeader', 'TxnDigest', 'TxnHeader', 'CreateTxnV0', 'CreateTxn', 'CreateTTLTxn', 'CreateContainerTxn', 'DeleteTxn', 'SetDataTxn', 'CheckVersionTxn', 'SetACLTxn', 'SetMaxChildrenTxn', 'CreateSessionTxn', 'CloseSessionTxn', 'ErrorTxn', 'Txn', 'MultiTxn', 'RECORDS']
+OPEN_ACL_UNSAFE_RECORDS = FrozenList([ACL(31, Id('world', 'anyone'))])
+_OPEN_ACL_UNSAFE_RECORDS_ELEMENT = b'\x00\x00\x00\x1f\x00\x00\x00\x05world\x00\x00\x00\x06anyone'
+_OPEN_ACL_UNSAFE_RECORDS_VECTOR = b'\x00\x00\x00\x01\x00\x00\x00\x1f\x00\x00\x00\x05world\x00\x00\x00\x06anyone'
+
+__all__ = ['Id', 'ACL', 'Stat', 'StatPersisted', 'ClientInfo', 'ConnectRequest', 'ConnectResponse', 'SetWatches', 'SetWatches2', 'RequestHeader', 'MultiHeader', 'AuthPacket', 'ReplyHeader', 'GetDataRequest', 'SetDataRequest', 'ReconfigRequest', 'SetDataResponse', 'GetSASLRequest', 'SetSASLRequest', 'SetSASLResponse', 'CreateRequest', 'CreateTTLRequest', 'DeleteRequest', 'GetChildrenRequest', 'GetAllChildrenNumberRequest', 'GetChildren2Request', 'CheckVersionRequest', 'GetMaxChildrenRequest', 'GetMaxChildrenResponse', 'SetMaxChildrenRequest', 'SyncRequest', 'SyncResponse', 'GetACLRequest', 'SetACLRequest', 'SetACLResponse', 'AddWatchRequest', 'WatcherEvent', 'ErrorResponse', 'CreateResponse', 'Create2Response', 'ExistsRequest', 'ExistsResponse', 'GetDataResponse', 'GetChildrenResponse', 'GetAllChildrenNumberResponse', 'GetChildren2Response', 'GetACLResponse', 'CheckWatchesRequest', 'RemoveWatchesRequest', 'GetEphemeralsRequest', 'GetEphemeralsResponse', 'WhoAmIResponse', 'LearnerInfo', 'QuorumPacket', 'QuorumAuthPacket', 'FileHeader', 'TxnDigest', 'TxnHeader', 'CreateTxnV0', 'CreateTxn', 'CreateTTLTxn', 'CreateContainerTxn', 'DeleteTxn', 'SetDataTxn', 'CheckVersionTxn', 'SetACLTxn', 'SetMaxChildrenTxn', 'CreateSessionTxn', 'CloseSessionTxn', 'ErrorTxn', 'Txn', 'MultiTxn', 'RECORDS', 'FrozenList', 'OPEN_ACL_UNSAFE_RECORDS']

@@ -56,8 +56,13 @@ PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN, PERM_ALL = (int(p) 
 # ZooDefs.Ids
 OPEN_ACL_UNSAFE: AclTuple = intern_acl(((int(Perms.ALL), "world", "anyone"),))
 READ_ACL_UNSAFE: AclTuple = intern_acl(((int(Perms.READ), "world", "anyone"),))
+# Its records are the list the codec decodes world:anyone into and encodes without a loop.
+_records_of[OPEN_ACL_UNSAFE] = r.OPEN_ACL_UNSAFE_RECORDS
+_acl_of_shared[id(r.OPEN_ACL_UNSAFE_RECORDS)] = OPEN_ACL_UNSAFE
+assert acl_to_records(OPEN_ACL_UNSAFE) == r.OPEN_ACL_UNSAFE_RECORDS
 
 SUPER_ID: AuthId = ("super", "")
+_OPEN_RECORDS = r.OPEN_ACL_UNSAFE_RECORDS
 
 
 def _java_string_hash(s: str) -> int:
@@ -156,6 +161,8 @@ def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
 
 def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
     """Validate a create/setACL ACL list and expand "auth" ids (PrepRequestProcessor.fixupACL)."""
+    if acls is _OPEN_RECORDS:  # as the codec decodes world:anyone with every permission
+        return OPEN_ACL_UNSAFE
     if acls is not None and len(acls) == 1:  # the usual case, world:anyone, decided at once
         a = acls[0]
         if a is not None and a.id is not None and a.id.scheme == "world" \
