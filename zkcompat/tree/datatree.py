@@ -178,6 +178,11 @@ class DataTree:
                 self._index_owner(path, node.ephemeralOwner)
             if child == quota.LIMIT_NODE and parent_path.startswith(QUOTA):
                 self.quota_paths.add(parent_path[len(QUOTA):])
+        # DataTree.deserialize ends in setupQuota: every quota's stats are counted afresh.
+        # A fuzzy snapshot's stats node can be older or newer than the nodes it counts,
+        # and the log replayed after it would then count some changes twice.
+        for path in self.quota_paths:
+            self._recount_quota(path)
 
     # -- apply ------------------------------------------------------------------
 
