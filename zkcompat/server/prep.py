@@ -267,7 +267,8 @@ class Prep:
         validate_path(path)
         if self._exists(path):
             raise KeeperError(Code.NODEEXISTS, path)
-        if is_session_owner(parent.ephemeral_owner):
+        parent_owner = parent.ephemeral_owner
+        if parent_owner and is_session_owner(parent_owner):  # 0, the usual, decided at once
             raise KeeperError(Code.NOCHILDRENFOREPHEMERALS, path)
         new_cversion = parent.cversion + 1
         if self.enforce_quota:

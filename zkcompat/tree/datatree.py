@@ -193,7 +193,7 @@ class DataTree:
         return rc
 
     def _create(self, hdr, body, events, ephemeral_owner: int) -> ApplyResult:
-        rc = ApplyResult(hdr.type, path=body.path)
+        rc = ApplyResult(hdr.type, 0, body.path)
         path = body.path
         parent_path, child = split_parent(path)
         parent = self.nodes.get(parent_path)
@@ -328,13 +328,13 @@ def _apply_create_ttl(tree: DataTree, hdr, body, events):
 
 
 def _apply_delete(tree: DataTree, hdr, body, events):
-    rc = ApplyResult(hdr.type, path=body.path)
+    rc = ApplyResult(hdr.type, 0, body.path)
     rc.err = tree._delete_node(body.path, hdr.zxid, rc.events if events is None else events)
     return rc
 
 
 def _apply_set_data(tree: DataTree, hdr, body, events):
-    rc = ApplyResult(hdr.type, path=body.path)
+    rc = ApplyResult(hdr.type, 0, body.path)
     node = tree.nodes.get(body.path)
     if node is None:
         rc.err = Code.NONODE
@@ -353,7 +353,7 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
 
 
 def _apply_set_acl(tree: DataTree, hdr, body, events):
-    rc = ApplyResult(hdr.type, path=body.path)
+    rc = ApplyResult(hdr.type, 0, body.path)
     node = tree.nodes.get(body.path)
     if node is None:
         rc.err = Code.NONODE
@@ -365,7 +365,7 @@ def _apply_set_acl(tree: DataTree, hdr, body, events):
 
 
 def _apply_check(tree: DataTree, hdr, body, events):
-    return ApplyResult(hdr.type, path=body.path)
+    return ApplyResult(hdr.type, 0, body.path)
 
 
 def _apply_error(tree: DataTree, hdr, body, events):
