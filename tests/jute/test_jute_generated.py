@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +113,6 @@ def test_the_shared_list_refuses_every_change() -> None:
         else:
             raise AssertionError("the shared ACL list changed")
     assert shared == OPEN and list(shared) == OPEN and shared + OPEN == OPEN * 2
+    for copied in (copy.copy(shared), copy.deepcopy(shared), pickle.loads(pickle.dumps(shared))):
+        assert copied == OPEN and type(copied) is list
+        copied.append(OPEN[0])  # a copy is the caller's to change

@@ -396,6 +396,9 @@ class FrozenList(list):
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
+    def __reduce__(self):
+        return (list, (list(self),))  # copy, deepcopy and pickle give a plain list
+
 '''
 
 
