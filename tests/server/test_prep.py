@@ -144,3 +144,39 @@ def test_the_op_picks_the_txn_record(h):
     h.apply_all()
     assert h.tree.nodes["/c"].ephemeralOwner == -0x8000000000000000
     assert "/t" in h.tree.ttls
+
+
+def test_a_retired_record_gives_way_to_the_tree(h):
+    # /a's record is applied while a later txn is still outstanding, so it stays in the
+    # map, retired. The tree then changes under it (as apply's own side effects, quota
+    # stats, change nodes without prep): prep must read the tree, not the old record.
+    t1 = h.submit(OpCode.CREATE, create("/a"))
+    h.submit(OpCode.CREATE, create("/b"))
+    h.tree.apply(t1)
+    h.prep.applied(t1.zxid)
+    h.outstanding.remove(t1)
+    h.tree.apply(Txn(r.TxnHeader(S, 9, h._next(), 0, OpCode.DELETE), r.DeleteTxn("/a")))
+    set_data = h.submit(OpCode.SET_DATA, r.SetDataRequest("/a", b"x", -1))  # _to_change
+    delete = h.submit(OpCode.DELETE, r.DeleteRequest("/a", -1))  # _record
+    for txn in (set_data, delete):
+        assert (txn.hdr.type, txn.body.err) == (OpCode.ERROR, Code.NONODE)
+    again = h.submit(OpCode.CREATE, create("/a"))  # _exists
+    assert again.hdr.type == OpCode.CREATE, again.body
+    h.apply_all()
+    assert "/a" in h.tree.nodes and "/b" in h.tree.nodes
+
+
+def test_retired_records_are_pruned_under_endless_load(h):
+    # The order never empties (one txn always outstanding), yet the map stays bounded.
+    from zkcompat.server import prep as prep_module
+
+    for i in range(prep_module._RETIRED_SLACK + 500):
+        txn = h.submit(OpCode.CREATE, create(f"/n{i}"))
+        if i:
+            done = h.outstanding.pop(0)
+            h.tree.apply(done)
+            h.prep.applied(done.zxid)
+    assert len(h.prep._order) == 2  # the newest create: its node and its parent
+    assert len(h.prep._changes) <= len(h.prep._order) + prep_module._RETIRED_SLACK
+    assert h.prep._exists(f"/n{prep_module._RETIRED_SLACK + 499}")
+    assert txn.hdr.type == OpCode.CREATE

@@ -2,11 +2,16 @@
 
 Validation sees the tree as it will be once every outstanding (proposed, not yet
 applied) txn is applied: each prepared txn leaves ChangeRecords for the paths it
-touches, dropped once that txn is applied (ZooKeeper's outstandingChanges).
+touches, which stop counting once that txn is applied (ZooKeeper's outstandingChanges).
+A record retires by its zxid alone: lookups ignore a record at or below the applied
+zxid, so applying a batch costs a binary search, not a walk over its records; the map
+is pruned in bulk (see `applied`).
 A failed write still becomes a Txn (an ErrorTxn with its own zxid), as in ZooKeeper.
 """
 
 import logging
+from bisect import bisect_right
+from operator import attrgetter
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, CreateMode, OpCode
@@ -46,6 +51,9 @@ _SEQUENTIAL = frozenset(int(m) for m in (CreateMode.PERSISTENT_SEQUENTIAL,
 _EPHEMERAL = frozenset(int(m) for m in (CreateMode.EPHEMERAL, CreateMode.EPHEMERAL_SEQUENTIAL))
 _TTL = frozenset(int(m) for m in (CreateMode.PERSISTENT_WITH_TTL,
                                   CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL))
+_ZXID_OF = attrgetter("zxid")
+# Retired records the map may hold beyond the outstanding ones before it is rebuilt.
+_RETIRED_SLACK = 4096
 
 
 class ChangeRecord:
@@ -100,7 +108,10 @@ class Prep:
         self._now_ms = now_ms
         self.extended_types = extended_types
         self.enforce_quota = enforce_quota
-        self._changes: dict[str, ChangeRecord] = {}  # latest outstanding record per path
+        # The latest record per path; one at or below _applied_zxid is retired (the tree
+        # has caught up with it) and counts as absent.
+        self._changes: dict[str, ChangeRecord] = {}
+        self._applied_zxid = 0
         self._order: list[ChangeRecord] = []  # every outstanding record, in zxid order
         self._closing: dict[int, int] = {}  # session id -> zxid of its prepared closeSession
 
@@ -116,7 +127,7 @@ class Prep:
     def _record(self, path: str) -> ChangeRecord:
         """getRecordForPath: outstanding change, else the tree; NONODE if it does not exist."""
         cr = self._changes.get(path)
-        if cr is None:
+        if cr is None or cr.zxid <= self._applied_zxid:
             return self._node_record(path, -1)
         if not cr.exists:
             raise KeeperError(Code.NONODE, path)
@@ -126,40 +137,39 @@ class Prep:
         """A new ChangeRecord of `path` for txn `zxid`, from its predicted state (NONODE if
         it does not exist); it takes effect only once appended to the txn's pending list."""
         cr = self._changes.get(path)
-        if cr is None:
+        if cr is None or cr.zxid <= self._applied_zxid:
             return self._node_record(path, zxid)
         if not cr.exists:
             raise KeeperError(Code.NONODE, path)
         return cr.duplicate(zxid)
 
     def _valid_path(self, path: str | None) -> str:
-        """validate_path, skipped for a path the tree or an outstanding change holds: it
-        was validated when it was created."""
+        """validate_path, skipped for a path the tree or a change record holds (retired
+        or not): it was validated when it was created."""
         if path in self._changes or path in self.tree.nodes:
             return path
         return validate_path(path)
 
     def _exists(self, path: str) -> bool:
         cr = self._changes.get(path)
-        return cr.exists if cr is not None else path in self.tree.nodes
+        if cr is None or cr.zxid <= self._applied_zxid:
+            return path in self.tree.nodes
+        return cr.exists
 
     def applied(self, zxid: int) -> None:
-        """Txns up to `zxid` are in the tree: their predictions are now plain facts."""
+        """Txns up to `zxid` are in the tree: their records retire (lookups skip them)."""
+        self._applied_zxid = zxid
         order = self._order
         if order and order[-1].zxid <= zxid:
-            # All applied (every outstanding record is in the order): nothing is left.
+            # All applied: a record in the map is in the order or retired already.
             order.clear()
             self._changes.clear()
-        else:
-            changes = self._changes
-            i, n = 0, len(order)
-            while i < n and order[i].zxid <= zxid:
-                cr = order[i]
-                if changes.get(cr.path) is cr:
-                    del changes[cr.path]
-                i += 1
-            if i:
-                del order[:i]
+        elif order and order[0].zxid <= zxid:
+            del order[:bisect_right(order, zxid, key=_ZXID_OF)]
+            if len(self._changes) > len(order) + _RETIRED_SLACK:
+                # Under load the order never empties, so retired records would pile up:
+                # keep the latest outstanding record per path (the order is zxid order).
+                self._changes = {cr.path: cr for cr in order}
         if self._closing:
             for sid in [s for s, z in self._closing.items() if z <= zxid]:
                 del self._closing[sid]
@@ -192,10 +202,10 @@ class Prep:
             log.error("event=prep_bug op=%d body=%r action=reply_systemerror", req.type, body)
             hdr.type = OpCode.ERROR
             return Txn(hdr, r.ErrorTxn(Code.SYSTEMERROR))
-        changes, order = self._changes, self._order  # the predictions take effect
+        changes = self._changes  # the predictions take effect
         for cr in pending:
             changes[cr.path] = cr
-            order.append(cr)
+        self._order += pending
         return Txn(hdr, body)
 
     def _prep_multi(self, req, zxid, pending) -> list:
@@ -403,8 +413,9 @@ class Prep:
                 paths.discard(cr.path)
             elif cr.ephemeral_owner == session:
                 paths.add(cr.path)
+        applied = self._applied_zxid
         for cr in self._changes.values():
-            if not cr.exists:
+            if not cr.exists and cr.zxid > applied:
                 paths.discard(cr.path)
         ordered = sorted(paths)
         for path in ordered:

@@ -10,10 +10,14 @@ The shell must obey the order of an Effects value:
   3. deliver: committed txns, in zxid order, to apply to the tree.
 """
 
+from bisect import bisect_right
+from operator import attrgetter
+
 from zkcompat.tree.txn import Txn
 
 EPOCH_SHIFT = 32
 COUNTER_MASK = 0xFFFFFFFF
+_ZXID_OF = attrgetter("zxid")
 
 
 def make_zxid(epoch: int, counter: int) -> int:
@@ -64,12 +68,9 @@ class Peer:
 
     def on_persisted(self, zxid: int) -> Effects:
         """Our own log has every txn up to `zxid` on disk: that is our ACK, and a quorum."""
-        committed = []
         outstanding = self._outstanding
-        i = 0
-        while i < len(outstanding) and outstanding[i].zxid <= zxid:
-            committed.append(outstanding[i])
-            i += 1
+        i = bisect_right(outstanding, zxid, key=_ZXID_OF)  # zxid order: a binary search
+        committed = outstanding[:i]
         del outstanding[:i]
         if committed:
             self.last_committed_zxid = committed[-1].zxid
