@@ -13,7 +13,7 @@ from zkcompat.jute.constants import NOTIFICATION_XID, EventType, KeeperState, Op
 from zkcompat.jute.framing import FrameReader, frame
 from zkcompat.jute.multi import MultiRequest, MultiResponse
 from zkcompat.jute.ops import REQUEST_RECORD, RESPONSE_RECORD
-from zkcompat.jute.reply import encode_notification, encode_reply
+from zkcompat.jute.reply import encode_create_reply, encode_notification, encode_reply
 
 INT = st.integers(-(2**31), 2**31 - 1)
 LONG = st.integers(-(2**63), 2**63 - 1)
@@ -43,6 +43,16 @@ def test_encode_notification_is_a_watcher_event_frame(event: int, state: int, pa
     expected = frame(r.ReplyHeader(NOTIFICATION_XID, zxid, 0).to_bytes() + r.WatcherEvent(event, state, path).to_bytes())
     assert got == expected
     assert encode_notification(event, state, "/x") == encode_notification(event, state, "/x", -1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(xid=INT, zxid=LONG, path=st.one_of(BMP_TEXT, st.text(max_size=5)), stat=record("Stat"))
+def test_encode_create_reply_is_create_response_then_stat(xid: int, zxid: int, path: str, stat) -> None:
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in path):
+        path = "/lone-surrogate-free"
+    assert encode_create_reply(xid, zxid, path) == encode_reply(xid, zxid, 0, r.CreateResponse(path))
+    assert encode_create_reply(xid, zxid, path, stat.to_bytes()) == encode_reply(
+        xid, zxid, 0, r.Create2Response(path, stat))
 
 
 def test_notification_bytes() -> None:

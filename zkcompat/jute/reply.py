@@ -11,6 +11,8 @@ from zkcompat.jute.text import java_utf8_encode
 # length prefix + ReplyHeader{int xid; long zxid; int err}
 _FRAMED_REPLY_HEADER = Struct(">iiqi")
 _REPLY_HEADER_BYTES = 16
+# length prefix + ReplyHeader + the length of a CreateResponse's path
+_FRAMED_PATH_REPLY_HEAD = Struct(">iiqii")
 # length prefix + ReplyHeader + WatcherEvent{int type; int state; ustring path} up to the path
 _FRAMED_NOTIFICATION_HEAD = Struct(">iiqiiii")
 _NOTIFICATION_FIXED_BYTES = _FRAMED_NOTIFICATION_HEAD.size - 4
@@ -41,6 +43,15 @@ def encode_reply(xid: int, zxid: int, err: int, body: Encodable | None = None) -
 def encode_reply_raw(xid: int, zxid: int, body: bytes) -> bytes:
     """A successful reply whose body is already serialised."""
     return _FRAMED_REPLY_HEADER.pack(_REPLY_HEADER_BYTES + len(body), xid, zxid, 0) + body
+
+
+def encode_create_reply(xid: int, zxid: int, path: str, stat: bytes = b"") -> bytes:
+    """A successful create's reply: CreateResponse{ustring path}, then the Stat bytes a
+    Create2Response adds (none for a plain create)."""
+    raw = path.encode() if path.isascii() else java_utf8_encode(path)
+    n = len(raw)
+    return _FRAMED_PATH_REPLY_HEAD.pack(
+        _REPLY_HEADER_BYTES + 4 + n + len(stat), xid, zxid, 0, n) + raw + stat
 
 
 def encode_notification(event_type: int, state: int, path: str | None, zxid: int = -1) -> bytes:

@@ -139,9 +139,11 @@ class Connection(asyncio.Protocol):
             n = len(frames)
             self.stats.received += n
             self.server.stats.packets_received += n
+            # Every frame of one read arrived at once: one clock read, one session touch.
+            t0_ms = self.session.last_active_ms = _monotonic_ns() // 1_000_000
             on_request = self._on_request
             for f in frames:
-                on_request(f)
+                on_request(f, t0_ms)
                 if self._state != "open":
                     return
             return
@@ -260,7 +262,7 @@ class Connection(asyncio.Protocol):
         self.stats.received += 1
         self.server.stats.packets_received += 1
         if self._state == "open":
-            self._on_request(payload)
+            self._on_request(payload, self._touch())
         elif self._state == "handshake":
             self._on_connect(payload)
         elif self._state == "waiting":
@@ -328,9 +330,15 @@ class Connection(asyncio.Protocol):
         for f in frames:
             if self._state != "open":
                 return
-            self._on_request(f)
+            self._on_request(f, self._touch())
 
-    def _on_request(self, payload) -> None:
+    def _touch(self) -> int:
+        """Now, in ms, as the session's last activity (what keeps it alive)."""
+        t = self.session.last_active_ms = _monotonic_ns() // 1_000_000
+        return t
+
+    def _on_request(self, payload, t0_ms: int) -> None:
+        """One request of the open session, received at t0_ms (the session was touched)."""
         session = self.session
         pipeline = self.pipeline
         if len(payload) < _REQUEST_HEADER.size:
@@ -338,8 +346,6 @@ class Connection(asyncio.Protocol):
             return
         xid, op = _REQUEST_HEADER.unpack_from(payload)
         off = _REQUEST_HEADER.size
-        # The touch that keeps the session alive (stats.now_ms, inlined).
-        t0_ms = session.last_active_ms = _monotonic_ns() // 1_000_000
         cls = REQUEST_RECORD.get(op)
         record = None
         is_write = None

@@ -14,7 +14,7 @@ from collections import deque
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
 from zkcompat.jute.multi import encode_multi_response
-from zkcompat.jute.reply import encode_reply, encode_reply_raw
+from zkcompat.jute.reply import encode_create_reply, encode_reply, encode_reply_raw
 from zkcompat.server.outbox import Outbox
 from zkcompat.server.prep import Prep
 from zkcompat.server.reads import READ
@@ -239,11 +239,11 @@ class Pipeline:
 # Each builds the framed reply of a successful write from its ApplyResult, the Stat
 # straight from the node (SetDataResponse, SetACLResponse: the Stat alone).
 def _create_reply(xid, zxid, rc):
-    return encode_reply_raw(xid, zxid, r.CreateResponse(rc.path).to_bytes())
+    return encode_create_reply(xid, zxid, rc.path)
 
 
 def _create2_reply(xid, zxid, rc):
-    return encode_reply_raw(xid, zxid, r.CreateResponse(rc.path).to_bytes() + rc.node.stat_bytes())
+    return encode_create_reply(xid, zxid, rc.path, rc.node.stat_bytes())
 
 
 def _stat_reply(xid, zxid, rc):
