@@ -1,6 +1,7 @@
 """The LevelDB txn log: group commit, checksums, torn tails and corruption."""
 
 import asyncio
+import threading
 
 import plyvel
 import pytest
@@ -72,6 +73,40 @@ def test_the_writer_reports_each_sync_in_order_and_gathers_meanwhile(tmp_path):
     assert log.stats["txns"] == 39 and log.stats["batches"] == len(reported)
     log.close()
     assert [t.zxid for t in TxnLog(tmp_path).read_from(0)] == list(range(1, 40))
+
+
+def test_an_idle_writer_wakes_for_every_append(tmp_path):
+    """A 1x1 client's pattern: each append comes after the writer went back to sleep, or
+    (with no pause) while it is still finishing the last one. A lost wake-up hangs a sync."""
+    log = TxnLog(tmp_path)
+
+    async def go():
+        for z in range(1, 201):
+            log.append([txn(z)])
+            assert await asyncio.wait_for(log.sync(), 5) == z
+            if z % 2:
+                await asyncio.sleep(0.001)  # the writer finds nothing and goes to sleep
+
+    asyncio.run(go())
+    assert log.stats["txns"] == 200
+    log.close()
+    assert TxnLog(tmp_path).last_zxid == 200
+
+
+def test_close_stops_a_sleeping_writer(tmp_path):
+    log = TxnLog(tmp_path)
+
+    async def go():
+        log.append([txn(1)])
+        await log.sync()
+        await asyncio.sleep(0.05)  # long enough for the writer to go to sleep
+
+    asyncio.run(go())
+    writer = log._writer
+    closer = threading.Thread(target=log.close)
+    closer.start()
+    closer.join(5)
+    assert not closer.is_alive() and not writer.is_alive()
 
 
 class _FailingBatch:
