@@ -171,10 +171,14 @@ class Connection(asyncio.Protocol):
             self.outbox.add(self)
 
     def flush(self) -> None:
-        """Write everything queued with one transport.write (the outbox calls this)."""
+        """Write everything queued with one transport.write (the outbox calls this), then
+        account for the replies in it."""
         self._queued = False
+        self._write_out()
         if self._replied_t0:
             self._account_replies()
+
+    def _write_out(self) -> None:
         # A transport the peer closed refuses writes until connection_lost arrives.
         if self._state == "closed" or self.transport is None or self.transport.is_closing():
             return

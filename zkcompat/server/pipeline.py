@@ -135,6 +135,9 @@ class Pipeline:
         if deliver:
             for txn in deliver:
                 self._apply(txn)
+            # The batch's replies and events leave together, at once; the bookkeeping that
+            # no reply depends on waits until they are on their way.
+            self.outbox.flush()
             self.prep.applied(deliver[-1].zxid)
             self.on_applied(len(deliver))
 
@@ -142,7 +145,6 @@ class Pipeline:
         """The log's writer made everything up to `zxid` durable (one sync covers every txn
         appended before it began; the next gathers meanwhile)."""
         self._obey(self.peer.on_persisted(zxid))
-        self.outbox.flush()  # the batch's replies and events leave together, at once
 
     def _on_sync_failed(self, exc: BaseException) -> None:
         # A log we cannot sync must never acknowledge a write.
