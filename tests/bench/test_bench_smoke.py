@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from zkcompat.bench import cli, scenarios, sessions
 from zkcompat.bench.loadgen import LoadPlan, run_load
-from zkcompat.bench.servers import ManagedServer
+from zkcompat.bench.servers import ManagedEnsemble, ManagedServer
 from zkcompat.bench.workloads import WORKLOADS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +40,12 @@ def test_external_ensemble_and_overrides():
     assert plan["recovery"] is None and plan["duration_s"] == 3.0
 
 
+def test_an_ensemble_plan_has_no_recovery():
+    plan = cli.plan_of(cli.resolve(["--servers", "zookeeper", "--ensemble", "5"]))
+    assert plan["ensemble"] == 5 and plan["recovery"] is None
+    assert cli.plan_of(cli.resolve([]))["ensemble"] == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["--servers", "etcd"],
     ["--workloads", "nope"],
@@ -52,6 +59,9 @@ def test_external_ensemble_and_overrides():
     ["--scale", "--scale-hold", "0"],
     ["--scale", "--scale-sessions", "-1"],
     ["--scale", "--servers", "", "--connect", "zk=127.0.0.1:2181"],
+    ["--ensemble", "3"],  # zkcompat is among the default servers and does not replicate yet
+    ["--servers", "zookeeper", "--ensemble", "2"],
+    ["--servers", "zookeeper", "--ensemble", "3", "--scale"],
 ])
 def test_bad_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -102,7 +112,7 @@ def zkcompat_server(tmp_path_factory):
 def test_each_workload_runs_without_errors(zkcompat_server, name):
     wl = WORKLOADS[name](root=f"/smoke-{name}")
     plan = LoadPlan(wl, [("127.0.0.1", zkcompat_server.port)], processes=2, sessions=2,
-                    inflight=4, duration_s=0.4, warmup_s=0.1, server_pid=zkcompat_server.pid)
+                    inflight=4, duration_s=0.4, warmup_s=0.1, server_pids=[zkcompat_server.pid])
     res = run_load(plan)
     assert res.replies > 0 and not res.errors
     assert res.server_cpu_s is not None and res.server_rss > 0
@@ -190,3 +200,42 @@ def test_tiny_scale_run_on_zkcompat_reports_every_check(tmp_path):
     fan = "scale: one setData watched by 50 sessions"
     assert got[(fan, "until all events arrived, median round (ms)")] > 0
     assert got[(fan, "setData reply, median round (ms)")] > 0
+
+
+def _srvr(port: int) -> dict[str, str]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"srvr")
+        text = b""
+        while chunk := s.recv(4096):
+            text += chunk
+    return dict(line.split(": ", 1) for line in text.decode().splitlines() if ": " in line)
+
+
+@pytest.mark.timeout(180)
+def test_a_zookeeper_ensemble_is_started_measured_and_stopped(tmp_path):
+    """The ensemble the bench starts is a real one (one leader, the rest followers, on
+    loopback), load spreads over all its members, and its CPU and RSS are summed."""
+    ensemble = ManagedEnsemble("zookeeper", tmp_path, 3)
+    try:
+        ensemble.start("/")
+        before = [_srvr(m.port) for m in ensemble.members]
+        assert sorted(b["Mode"] for b in before) == ["follower", "follower", "leader"]
+        target = ensemble.target()
+        assert len(target.addresses) == 3 and len(target.pids) == 3
+        wl = WORKLOADS["set"](root="/smoke-ensemble")
+        res = run_load(LoadPlan(wl, target.addresses, processes=1, sessions=3, inflight=4,
+                                duration_s=1.5, warmup_s=0.5, server_pids=target.pids))
+        assert res.replies > 0 and not res.errors
+        after = [_srvr(m.port) for m in ensemble.members]
+        for b, a in zip(before, after, strict=True):  # each member served a session
+            assert int(a["Received"]) - int(b["Received"]) > 100
+        assert res.server_cpu_s > 0
+        assert res.server_rss > sum(m.rss_bytes() for m in ensemble.members) / 2
+    finally:
+        ensemble.stop()
+    assert not any(m.alive() for m in ensemble.members)
+
+
+def test_zkcompat_is_not_started_as_an_ensemble_yet(tmp_path):
+    with pytest.raises(ValueError, match="cannot run as an ensemble"):
+        ManagedEnsemble("zkcompat", tmp_path, 3)

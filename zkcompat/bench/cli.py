@@ -21,6 +21,10 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
+  scripts/bench --servers zookeeper --ensemble 3 --no-recovery
+                                ensembles of 3 started by the run (CPU and RSS summed over
+                                the members; fan-out and idle sessions on the first one).
+                                zkcompat joins once it replicates.
 """
 
 from __future__ import annotations
@@ -37,7 +41,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from zkcompat.bench import report, scale, scenarios, sessions
-from zkcompat.bench.servers import ManagedServer, Target, parse_connect_string
+from zkcompat.bench.servers import (
+    ENSEMBLE_KINDS,
+    ENSEMBLE_SIZES,
+    ManagedEnsemble,
+    ManagedServer,
+    Target,
+    parse_connect_string,
+)
 from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
@@ -60,6 +71,11 @@ def parser() -> argparse.ArgumentParser:
                    help="servers this run starts (comma separated, of %(default)s; '' for none)")
     p.add_argument("--connect", action="append", default=[], metavar="NAME=HOST:PORT[,...]",
                    help="also measure a running server or ensemble (throughput only)")
+    p.add_argument("--ensemble", type=int, default=1, metavar="N",
+                   help="start each of --servers as an ensemble of N (3, 5 or 7) on loopback "
+                   "instead of standalone (default %(default)s: standalone; of "
+                   f"{', '.join(ENSEMBLE_KINDS)} so far; without recovery and --scale, "
+                   "which measure one server)")
     p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
                    help=f"throughput workloads (of {', '.join(WORKLOADS)}; '' for none; "
                    "default %(default)s)")
@@ -149,6 +165,18 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
                 "--scale-hold must be positive and --scale-rounds at least 1")
     if args.scale and not args.servers:
         p.error("--scale needs servers this run starts (--servers)")
+    if args.ensemble != 1:
+        if args.ensemble not in ENSEMBLE_SIZES:
+            p.error(f"--ensemble: {args.ensemble} servers; an ensemble here has "
+                    f"{', '.join(map(str, ENSEMBLE_SIZES))}")
+        for s in args.servers:
+            if s not in ENSEMBLE_KINDS:
+                p.error(f"--ensemble: {s} cannot run as an ensemble yet (replication is a "
+                        f"later issue); start {', '.join(ENSEMBLE_KINDS)} alone, or measure "
+                        "a running ensemble with --connect")
+        if args.scale:
+            p.error("--ensemble: the scale checks measure one server; leave out --scale")
+        args.no_recovery = True  # recovery measures one server's restart
     for name in ("znodes", "processes", "sessions", "inflight", "repeats", "fanout_rounds"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -161,6 +189,7 @@ def plan_of(args: argparse.Namespace) -> dict:
     return {
         "mode": "quick" if args.quick else "full",
         "servers": args.servers,
+        "ensemble": args.ensemble,
         "external": {name: addrs for name, addrs in args.external},
         "workloads": args.workloads,
         "levels": [lv.name for lv in args.levels],
@@ -188,20 +217,22 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zkcompat-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     shape = scenarios.ClientShape(args.processes, args.sessions, args.inflight)
+    topology = "standalone" if args.ensemble == 1 else f"ensembles of {args.ensemble}"
     print(f"zkcompat bench ({plan['mode']}): {platform.python_version()} on "
-          f"{os.cpu_count()} cores; forceSync=yes, standalone; levels (sessions x in flight) "
+          f"{os.cpu_count()} cores; forceSync=yes, {topology}; levels (sessions x in flight) "
           f"{', '.join(plan['levels'])} over up to {args.processes} client processes; "
           f"workdir {workdir}",
           flush=True)
     rows: list[scenarios.Row] = []
     scale_failures: list[str] = []
     started = time.monotonic()
-    managed: list[ManagedServer] = []
+    managed: list[ManagedServer | ManagedEnsemble] = []
     try:
         targets = [Target(name, addrs) for name, addrs in args.external]
         if args.workloads or args.fanout or args.idle:
             for kind in args.servers:
-                server = ManagedServer(kind, workdir / "writes" / kind)
+                server = (ManagedServer(kind, workdir / "writes" / kind) if args.ensemble == 1
+                          else ManagedEnsemble(kind, workdir / "writes" / kind, args.ensemble))
                 managed.append(server)
                 server.start("/")
                 targets.append(server.target())

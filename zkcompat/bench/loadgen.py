@@ -39,7 +39,9 @@ class LoadPlan:
     warmup_s: float = 2.0
     total_requests: int | None = None  # instead of a duration: stop after this many
     latencies: bool = True
-    server_pid: int | None = None  # sampled for CPU and RSS over the measured window
+    # The server's processes (an ensemble's members), sampled for CPU and RSS over the
+    # measured window: both are the sums over them.
+    server_pids: list[int] = field(default_factory=list)
 
     def slots(self) -> list[SessionSlot]:
         return [SessionSlot(p, s) for p in range(self.processes) for s in range(self.sessions)]
@@ -251,13 +253,26 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
+def total_cpu_seconds(pids: list[int]) -> float | None:
+    """utime+stime summed over processes; None if there are none or one is gone."""
+    times = [cpu_seconds(p) for p in pids]
+    return sum(times) if times and None not in times else None
+
+
+def total_rss_bytes(pids: list[int]) -> int | None:
+    """VmRSS summed over processes; None if there are none or one is gone."""
+    sizes = [rss_bytes(p) for p in pids]
+    return sum(sizes) if sizes and None not in sizes else None
+
+
 def _sleep_until(t: float) -> None:
     while (left := t - time.monotonic()) > 0:
         time.sleep(min(left, 0.5))
 
 
-def _sample(pids: list[int]) -> tuple[float, list[float | None]]:
-    return time.monotonic(), [cpu_seconds(p) for p in pids]
+def _sample(server_pids: list[int], pids: list[int]) -> tuple[float, list[float | None]]:
+    """Now, then the servers' CPU seconds (summed) followed by each client process's."""
+    return time.monotonic(), [total_cpu_seconds(server_pids)] + [cpu_seconds(p) for p in pids]
 
 
 def run_load(plan: LoadPlan) -> LoadResult:
@@ -286,12 +301,12 @@ def run_load(plan: LoadPlan) -> LoadResult:
         cpu = None
         if plan.duration_s:
             # CPU of the server and of every client process over the measured window
-            pids = [plan.server_pid or 0] + [p.pid for p in procs]
+            pids = [p.pid for p in procs]
             _sleep_until(start_at + plan.warmup_s)
-            t0, c0 = _sample(pids)
+            t0, c0 = _sample(plan.server_pids, pids)
             _sleep_until(start_at + plan.duration_s)
-            t1, c1 = _sample(pids)
-            rss = rss_bytes(plan.server_pid) if plan.server_pid else None
+            t1, c1 = _sample(plan.server_pids, pids)
+            rss = total_rss_bytes(plan.server_pids)
             cpu = (t1 - t0, c0, c1, rss)
         wait_s = (plan.duration_s or 0) + START_DELAY_S + RESULT_GRACE_S
         if plan.total_requests is not None:
@@ -313,7 +328,7 @@ def run_load(plan: LoadPlan) -> LoadResult:
         if cpu is not None:
             window, c0, c1, rss = cpu
             merged.cpu_window_s = window
-            if plan.server_pid and c0[0] is not None and c1[0] is not None:
+            if c0[0] is not None and c1[0] is not None:
                 merged.server_cpu_s = c1[0] - c0[0]
             merged.server_rss = rss
             gen = [b - a for a, b in zip(c0[1:], c1[1:], strict=True)

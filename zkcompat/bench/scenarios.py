@@ -79,7 +79,7 @@ def throughput(targets: list[Target], workload: str, shape: ClientShape | Level,
             wl = WORKLOADS[workload](root=f"/bench-{workload}-{uuid.uuid4().hex[:8]}")
             plan = LoadPlan(wl, t.addresses, shape.processes, shape.sessions, shape.inflight,
                             duration_s, warmup_s,
-                            server_pid=t.server.pid if t.server is not None else None)
+                            server_pids=t.pids)
             res = run_load(plan)
             runs[t.name].append(res)
             gen = f"{res.generator_cpu:.0%}" if res.generator_cpu is not None else "-"

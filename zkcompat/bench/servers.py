@@ -1,10 +1,12 @@
-"""Servers under test: ones this run starts (zkcompat, Apache ZooKeeper), with PID and RSS,
-or an external connect string (one server or an ensemble) that the run only talks to.
+"""Servers under test: ones this run starts (zkcompat, Apache ZooKeeper), standalone or as
+an ensemble, with PIDs and RSS, or an external connect string (one server or an ensemble)
+that the run only talks to.
 
 Both managed kinds get the same zoo.cfg: forceSync=yes, the same snapCount and tickTime,
-no per-address connection limit. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX.
-Both inherit this process's open-file limit, raised to the hard limit before they start.
-Processes are ended by their PID only.
+no per-address connection limit; an ensemble's members also get the same server.N lines,
+initLimit and syncLimit, and each its myid. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX
+per server. All inherit this process's open-file limit, raised to the hard limit before
+they start. Processes are ended by their PID only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ZOOKEEPER_HOME = Path("/usr/share/zookeeper")
 JAVA_SHARE = Path("/usr/share/java")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+ZOOKEEPER_QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# The kinds this run can start as an ensemble. zkcompat joins once it replicates (a later
+# issue); until then its servers would each run alone, which is not an ensemble.
+ENSEMBLE_KINDS = ("zookeeper",)
+ENSEMBLE_SIZES = (3, 5, 7)
+ENSEMBLE_CFG = {"initLimit": 10, "syncLimit": 5}  # ticks, as ZooKeeper's sample zoo.cfg
 ZOOKEEPER_HEAP_MAX = "-Xmx1g"
 ZOOKEEPER_LOGGING_JARS = ("slf4j-log4j12.jar", "log4j-1.2.jar")
 START_TIMEOUT_S = 900.0  # recovering a million znodes can take minutes
@@ -101,15 +109,20 @@ def parse_connect_string(text: str) -> list[tuple[str, int]]:
 
 @dataclass
 class Target:
-    """Where load goes. `server` is set when this run manages the process."""
+    """Where load goes. `servers` are the processes behind it when this run manages them
+    (one, or an ensemble's members): their CPU and RSS are measured, summed."""
 
     name: str
     addresses: list[tuple[str, int]]
-    server: ManagedServer | None = None
+    servers: list[ManagedServer] = field(default_factory=list)
 
     @property
     def connect_string(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.addresses)
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.pid for s in self.servers]
 
 
 def zookeeper_classpath() -> str:
@@ -138,6 +151,7 @@ class ManagedServer:
     extra_cfg: dict = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     popen: subprocess.Popen | None = None
+    myid: int | None = None  # an ensemble member's id (its myid file); None: standalone
 
     @property
     def data_dir(self) -> Path:
@@ -149,7 +163,7 @@ class ManagedServer:
         return self.popen.pid
 
     def target(self) -> Target:
-        return Target(self.kind, [(HOST, self.port)], self)
+        return Target(self.kind, [(HOST, self.port)], [self])
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -158,6 +172,8 @@ class ManagedServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(exist_ok=True)
         cfg = {**BASE_CFG, "dataDir": self.data_dir, "clientPort": self.port, **self.extra_cfg}
+        if self.myid is not None:
+            (self.data_dir / "myid").write_text(f"{self.myid}\n")
         path = self.workdir / "zoo.cfg"
         path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
         return path
@@ -167,9 +183,11 @@ class ManagedServer:
         if self.kind == "zookeeper":
             log4j = self.workdir / "log4j.properties"
             log4j.write_text(_LOG4J.format(log=self.workdir / "zookeeper.log"))
+            main = ZOOKEEPER_MAIN if self.myid is None else ZOOKEEPER_QUORUM_MAIN
             return ["java", ZOOKEEPER_HEAP_MAX, f"-Dlog4j.configuration=file:{log4j}",
                     "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
-                    ZOOKEEPER_MAIN, str(cfg)], env
+                    main, str(cfg)], env
+        assert self.myid is None, "zkcompat does not replicate yet (ENSEMBLE_KINDS)"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                             if p)
         return [sys.executable, "-m", "zkcompat", "serve", "--config", str(cfg)], env
@@ -177,6 +195,12 @@ class ManagedServer:
     def start(self, probe_path: str = "/", timeout_s: float = START_TIMEOUT_S) -> float:
         """Start and wait until a session can read probe_path; returns the seconds from
         spawn to that first successful read."""
+        t0 = self.spawn()
+        return self.wait_serving(probe_path, timeout_s) - t0
+
+    def spawn(self) -> float:
+        """Start the process without waiting for it to serve (an ensemble's members start
+        together: none serves before a quorum of them runs); returns when it was spawned."""
         assert not self.alive(), f"{self.kind} is already running"
         cmd, env = self._command(self._write_cfg())
         raise_nofile_limit()  # the server inherits it: thousands of sessions, one fd each
@@ -187,12 +211,16 @@ class ManagedServer:
                                       start_new_session=True)
         out.close()
         _running[self.popen.pid] = self.popen
+        return t0
+
+    def wait_serving(self, probe_path: str = "/", timeout_s: float = START_TIMEOUT_S) -> float:
+        """Wait until a session on this server can read probe_path; returns that moment.
+        A server that does not, or exits, is killed and named in the RuntimeError."""
         try:
-            ready = wire.wait_serving(HOST, self.port, probe_path, timeout_s, self.alive)
+            return wire.wait_serving(HOST, self.port, probe_path, timeout_s, self.alive)
         except wire.WireError as e:
             self.kill()
             raise RuntimeError(f"{self.kind} did not start: {e}; see {self.workdir}") from None
-        return ready - t0
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.alive():
@@ -244,3 +272,44 @@ class ManagedServer:
                 except OSError:
                     pass
         return total
+
+
+@dataclass
+class ManagedEnsemble:
+    """`size` servers of one kind on loopback (one address, a client, quorum and election
+    port each), one zoo.cfg naming them all, started together; stopped by their PIDs."""
+
+    kind: str
+    workdir: Path
+    size: int
+    members: list[ManagedServer] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENSEMBLE_KINDS:
+            raise ValueError(f"{self.kind} cannot run as an ensemble yet")
+        if self.size not in ENSEMBLE_SIZES:
+            raise ValueError(f"an ensemble has {', '.join(map(str, ENSEMBLE_SIZES))} servers")
+        ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
+        quorum = {f"server.{i}": f"{HOST}:{peer}:{election}"
+                  for i, (_, peer, election) in enumerate(ports, 1)}
+        self.members = [
+            ManagedServer(self.kind, self.workdir / f"{self.kind}{i}",
+                          extra_cfg={**ENSEMBLE_CFG, **quorum}, port=client, myid=i)
+            for i, (client, _, _) in enumerate(ports, 1)]
+
+    def target(self) -> Target:
+        return Target(self.kind, [(HOST, m.port) for m in self.members], list(self.members))
+
+    def start(self, probe_path: str = "/", timeout_s: float = START_TIMEOUT_S) -> float:
+        """Start every member, then wait until each serves; returns the seconds from the
+        first spawn until the last member served. If one fails, all are stopped."""
+        try:
+            t0 = min(m.spawn() for m in self.members)
+            return max(m.wait_serving(probe_path, timeout_s) for m in self.members) - t0
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        for m in self.members:
+            m.stop(grace_s)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from zkcompat.bench import wire
-from zkcompat.bench.loadgen import LoadPlan, cpu_seconds, rss_bytes, run_load
+from zkcompat.bench.loadgen import LoadPlan, run_load, total_cpu_seconds, total_rss_bytes
 from zkcompat.bench.scenarios import MB, SATURATED, Row
 from zkcompat.bench.servers import Target, raise_nofile_limit
 from zkcompat.bench.workloads import GetDataWorkload
@@ -158,7 +158,7 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
             Row(section, "server RSS (MB)", fmt="{:,.0f}"),
             Row(section, "generator CPU while collecting (%)", fmt="{:.0f}")]
     for t in targets:
-        pid = t.server.pid if t.server is not None else None
+        pids = t.pids
         path = f"/bench-fanout-{uuid.uuid4().hex[:8]}"
         admin = wire.SyncSession(*t.addresses[0])
         sessions: list[wire.SyncSession] = []
@@ -187,7 +187,7 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
                 waiting = set(sessions)
                 got: list[float] = []
                 reply_ms: list[float] = []
-                c0 = cpu_seconds(pid) if pid else None
+                c0 = total_cpu_seconds(pids)
                 p0 = time.process_time()
                 t0 = time.monotonic()
                 admin.xid += 1
@@ -207,9 +207,9 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
                 _drain(sel, t0 + EVENT_TIMEOUT_S, event)
                 wall = time.monotonic() - t0
                 gen.append((time.process_time() - p0) / wall if wall > 0 else 0.0)
-                if pid and c0 is not None:
+                if c0 is not None:
                     time.sleep(0.05)
-                    c1 = cpu_seconds(pid)
+                    c1 = total_cpu_seconds(pids)
                     if c1 is not None:
                         cpu.append(c1 - c0)
                 alls.append(max(got))
@@ -217,7 +217,7 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
                 after_reply.append(max(got) - reply_ms[0])
                 one.append(statistics.median(got))
             sel.unregister(admin.sock)
-            rss = rss_bytes(pid) if pid else None
+            rss = total_rss_bytes(pids)
         finally:
             _close_all(sessions)
             admin.close()
@@ -506,7 +506,6 @@ def idle(targets: list[Target], idle_sessions: int, duration_s: float, warmup_s:
             Row(section, "server RSS (MB)", fmt="{:,.0f}"),
             Row(section, "sessions lost", fmt="{:,.0f}")]
     for t in targets:
-        pid = t.server.pid if t.server is not None else None
         with HeldSessions(t.addresses[0], idle_sessions, processes=1,
                           timeout_ms=IDLE_SESSION_TIMEOUT_MS) as held:
             opened, errors, _ = held.start()
@@ -515,7 +514,7 @@ def idle(targets: list[Target], idle_sessions: int, duration_s: float, warmup_s:
             held.measure()
             wl = GetDataWorkload(root=f"/bench-idle-{uuid.uuid4().hex[:8]}")
             res = run_load(LoadPlan(wl, t.addresses, 1, 4, 1, duration_s, warmup_s,
-                                    server_pid=pid))
+                                    server_pids=t.pids))
             lost, _, _, _, pings = held.stop()
         log(f"  {idle_sessions:,} idle sessions on {t.name}: {res.throughput:,.0f} ops/s "
             f"active, {len(pings):,} pings, p99 {_pct(pings, 0.99):.2f} ms, lost {lost}")
