@@ -60,6 +60,22 @@ def test_length_bound_is_inclusive_like_nio_server_cnxn() -> None:
         FrameReader().feed((JUTE_MAXBUFFER_DEFAULT_BYTES + 1).to_bytes(4, "big"))
 
 
+def test_one_whole_frame_per_read_keeps_every_rule() -> None:
+    """A client that waits for each reply sends one whole frame per read (the fast path):
+    the bound still holds, and a refused frame still breaks the reader."""
+    reader = FrameReader(max_frame_bytes=10)
+    for payload in (b"", b"x", b"y" * 10):
+        assert reader.feed(frame(payload)) == [payload]
+        assert reader.buffered_bytes == 0
+    with pytest.raises(FrameError, match="frame length 11 exceeds the maximum of 10 bytes"):
+        reader.feed(frame(b"z" * 11))
+    with pytest.raises(FrameError):
+        reader.feed(frame(b"ok"))
+    reader = FrameReader()
+    assert reader.feed(frame(b"ab")[:3]) == []  # a partial frame is never taken whole
+    assert reader.feed(frame(b"ab")[3:]) == [b"ab"]
+
+
 def test_negative_length_is_refused_and_breaks_the_reader() -> None:
     reader = FrameReader()
     with pytest.raises(FrameError, match="frame length -1 is negative") as info:

@@ -60,6 +60,11 @@ class FrameReader:
         if self._error is not None:
             raise FrameError(str(self._error))
         partial = self._partial
+        if not partial and type(data) is bytes and len(data) >= _LENGTH_BYTES:
+            # What a client waiting for each reply sends: one whole frame per read.
+            (length,) = _LENGTH.unpack_from(data)
+            if length == len(data) - _LENGTH_BYTES and length <= self.max_frame_bytes:
+                return [data[_LENGTH_BYTES:]]
         if partial:
             partial += data
             buf: bytes | bytearray = partial
