@@ -18,7 +18,14 @@ import pytest
 from kazoo.client import KazooClient
 
 from zkcompat import config
-from zkcompat.config import Config, ConfigError, load, parse_properties
+from zkcompat.config import (
+    Config,
+    ConfigError,
+    LearnerType,
+    QuorumServer,
+    load,
+    parse_properties,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,7 +86,7 @@ def test_config_constructor_derives_bounds_too():
 # key -> (value in zoo.cfg, Config field, expected value of the field)
 KEY_CASES = {
     "tickTime": ("3000", "tick_time_ms", 3000),
-    "dataDir": ("/var/lib/zookeeper", "data_dir", Path("/var/lib/zookeeper")),
+    "dataDir": ("/srv/zookeeper/data", "data_dir", Path("/srv/zookeeper/data")),
     "clientPort": ("2281", "client_port", 2281),
     "clientPortAddress": ("127.0.0.2", "client_port_address", "127.0.0.2"),
     "maxClientCnxns": ("10", "max_client_cnxns", 10),
@@ -106,7 +113,27 @@ KEY_CASES = {
     "znode.container.checkIntervalMs": ("1000", "container_check_interval_ms", 1000),
     "znode.container.maxPerMinute": ("50", "container_max_per_minute", 50),
     "znode.container.maxNeverUsedIntervalMs": ("1000", "container_max_never_used_ms", 1000),
+    "initLimit": ("10", "init_limit", 10),
+    "syncLimit": ("5", "sync_limit", 5),
+    "standaloneEnabled": ("FALSE", "standalone_enabled", False),
+    # Without a server.N line this server is no observer: setupPeerType overrules peerType.
+    "peerType": ("Participant", "peer_type", "participant"),
+    "electionAlg": ("3", "election_alg", 3),
+    "quorumListenOnAllIPs": ("true", "quorum_listen_on_all_ips", True),
+    "syncEnabled": ("false", "sync_enabled", False),
+    "digest.enabled": ("false", "digest_enabled", False),
+    "zookeeper.digest.enabled": ("false", "digest_enabled", False),
+    "leaderServes": ("no", "leader_serves", False),
+    "zookeeper.leaderServes": ("no", "leader_serves", False),
+    "cnxTimeout": ("2000", "cnx_timeout_ms", 2000),
+    "zookeeper.cnxTimeout": ("2000", "cnx_timeout_ms", 2000),
+    "electionPortBindRetry": ("0", "election_port_bind_retry", 0),
+    "zookeeper.electionPortBindRetry": ("0", "election_port_bind_retry", 0),
+    "readonlymode.enabled": ("true", "readonly_mode_enabled", True),
 }
+# standaloneEnabled=false needs a participant (parseDynamicConfig), so its file gets one.
+KEY_CASE_NEEDS = {"standaloneEnabled": {"server.1": "127.0.0.1:2888:3888", "initLimit": "5",
+                                        "syncLimit": "2"}}
 
 
 def test_every_key_of_the_module_has_a_case():
@@ -120,11 +147,15 @@ def test_every_key_of_the_module_has_a_case():
 @pytest.mark.parametrize("key", sorted(KEY_CASES))
 def test_key_sets_its_field(key, tmp_path):
     value, field, expected = KEY_CASES[key]
+    needs = KEY_CASE_NEEDS.get(key, {})
+    if needs:
+        (tmp_path / "myid").write_text("1\n")
+        needs = {**needs, "dataDir": str(tmp_path)}
     path = tmp_path / "zoo.cfg"
-    path.write_text(f"{key}={value}\n")
-    cfg = load(path)
+    path.write_text(f"{key}={value}\n" + "".join(f"{k}={v}\n" for k, v in needs.items()))
+    cfg = load(path, environ={})
     assert getattr(cfg, field) == expected
-    assert cfg.raw == {key: value.strip()}
+    assert cfg.raw == {key: value.strip(), **needs}
 
 
 @pytest.mark.parametrize("key", ["tickTime", "clientPort", "maxSessionTimeout"])
@@ -160,6 +191,25 @@ BAD_VALUES = [
     ("znode.container.checkIntervalMs", "x"),
     ("znode.container.maxPerMinute", "x"),
     ("znode.container.maxNeverUsedIntervalMs", "x"),
+    ("tickTime", "2_000"),  # Integer.parseInt takes no underscores
+    ("initLimit", "ten"),
+    ("initLimit", "-1"),
+    ("syncLimit", "5.5"),
+    ("standaloneEnabled", "yes"),  # QuorumPeerConfig.parseBoolean: true or false only
+    ("quorumListenOnAllIPs", "1"),
+    ("syncEnabled", "on"),
+    ("peerType", "leader"),  # "Unrecognised peertype: leader"
+    ("electionAlg", "0"),  # "Invalid electionAlg value. Only 3 is supported."
+    ("electionAlg", "1"),
+    ("electionAlg", "x"),
+    ("digest.enabled", "maybe"),
+    ("leaderServes", "maybe"),
+    ("cnxTimeout", "soon"),
+    ("electionPortBindRetry", "-1"),
+    ("readonlymode.enabled", "maybe"),
+    ("dynamicConfigFile", "/etc/zookeeper/zoo.cfg.dynamic"),
+    ("group.1", "1:2:3"),
+    ("weight.1", "1"),
 ]
 
 
@@ -264,13 +314,18 @@ def test_unknown_key_is_logged_not_fatal(tmp_path, caplog):
     assert unknown and all(r.levelno == logging.WARNING for r in unknown)
 
 
-@pytest.mark.parametrize("key", ["initLimit", "syncLimit", "server.1", "admin.enableServer",
-                                 "metricsProvider.className"])
-def test_ensemble_and_later_keys_are_logged_not_fatal(key, caplog):
+@pytest.mark.parametrize("key", ["admin.enableServer", "metricsProvider.className",
+                                 "reconfigEnabled"])
+def test_later_keys_are_logged_not_fatal(key, caplog):
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
-        cfg = load(None, {key: "localhost:2888:3888" if key == "server.1" else "5"})
+        cfg = load(None, {key: "5"})
     assert cfg.tick_time_ms == 2000
     assert any(key in r.getMessage() for r in caplog.records)
+
+
+def test_ensemble_keys_are_no_longer_later_keys():
+    for key in ("initLimit", "syncLimit", "standaloneEnabled"):
+        assert key in config._KEYS and key not in config._LATER
 
 
 # -- java.util.Properties ---------------------------------------------------------------------
@@ -303,6 +358,292 @@ JAVA_PROPERTIES_CASES = [
                          ids=[repr(t)[:40] for t, _ in JAVA_PROPERTIES_CASES])
 def test_parse_properties_reads_as_java_does(text, expected):
     assert parse_properties(text) == expected
+
+
+# -- ensembles: server.N lines, myid, and when ZooKeeper runs replicated ------------------
+# Every rule below was checked against ZooKeeper 3.8's QuorumPeerConfig.parse (OpenJDK 17)
+# on the same files; the messages keep ZooKeeper's words after the key they name.
+
+THREE = {"server.1": "127.0.0.1:2888:3888", "server.2": "127.0.0.1:2889:3889",
+         "server.3": "127.0.0.1:2890:3890", "initLimit": "10", "syncLimit": "5"}
+
+
+def _ensemble(tmp_path, settings: dict[str, str], myid: str | None = "1\n", **kw) -> Config:
+    if myid is not None:
+        (tmp_path / "myid").write_text(myid)
+    return load(None, {"dataDir": str(tmp_path), **settings}, environ=kw.get("environ", {}))
+
+
+def test_three_servers_are_an_ensemble(tmp_path):
+    cfg = _ensemble(tmp_path, THREE, "2\n")
+    assert cfg.is_ensemble
+    assert cfg.server_id == 2
+    assert cfg.servers[2] == QuorumServer(2, "127.0.0.1", 2889, 3889, LearnerType.PARTICIPANT)
+    assert list(cfg.servers) == [1, 2, 3]
+    assert cfg.voters == frozenset({1, 2, 3}) and cfg.observers == frozenset()
+    assert cfg.quorum_size == 2
+    assert (cfg.init_limit, cfg.sync_limit) == (10, 5)
+    assert cfg.peer_type == LearnerType.PARTICIPANT
+
+
+def test_quorum_server_is_frozen_and_slotted():
+    server = QuorumServer(1, "127.0.0.1", 2888, 3888)
+    with pytest.raises(AttributeError):
+        server.host = "elsewhere"  # type: ignore[misc]
+    assert not hasattr(server, "__dict__")
+    assert (server.role, server.client_host, server.client_port) == ("participant", None, None)
+
+
+@pytest.mark.parametrize("voters, observers, quorum", [(3, 0, 2), (3, 2, 2), (5, 0, 3),
+                                                      (7, 1, 4), (4, 0, 3), (2, 0, 2)])
+def test_quorum_is_a_majority_of_the_participants(tmp_path, voters, observers, quorum):
+    lines = {f"server.{i}": f"127.0.0.1:{3000 + i}:{4000 + i}" for i in range(1, voters + 1)}
+    lines |= {f"server.{i}": f"127.0.0.1:{3000 + i}:{4000 + i}:observer"
+              for i in range(voters + 1, voters + observers + 1)}
+    cfg = _ensemble(tmp_path, {**lines, "initLimit": "5", "syncLimit": "2"})
+    assert len(cfg.voters) == voters and len(cfg.observers) == observers
+    assert cfg.quorum_size == quorum  # QuorumMaj: more than half the voters
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("10.0.0.1:2888:3888", QuorumServer(1, "10.0.0.1", 2888, 3888)),
+        ("zoo1:2888:3888:participant", QuorumServer(1, "zoo1", 2888, 3888)),
+        ("zoo1:2888:3888:Observer", QuorumServer(1, "zoo1", 2888, 3888, LearnerType.OBSERVER)),
+        ("zoo1:2888:3888;2181", QuorumServer(1, "zoo1", 2888, 3888, client_host="0.0.0.0",
+                                             client_port=2181)),
+        ("zoo1:2888:3888:observer;127.0.0.1:2181",
+         QuorumServer(1, "zoo1", 2888, 3888, LearnerType.OBSERVER, "127.0.0.1", 2181)),
+        ("zoo1:2888:3888;", QuorumServer(1, "zoo1", 2888, 3888)),  # String.split drops it
+        ("zoo1:+2888:3888", QuorumServer(1, "zoo1", 2888, 3888)),  # Integer.parseInt
+    ],
+)
+def test_server_line_forms(value, expected):
+    assert config.parse_server("server.1", value) == expected
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("server.1", "127.0.0.1:2888", "does not have the form server_config"),
+        ("server.1", "127.0.0.1:2888:3888:observer:x", "does not have the form"),
+        ("server.1", "127.0.0.1:2888:3888;h:2181:x", "does not have the form"),
+        ("server.1", "a:1:2;2181;3", "does not have the form"),
+        ("server.1", "127.0.0.1:2888:3888:boss", "Unrecognised peertype: boss"),
+        ("server.1", "127.0.0.1:x:3888", "Address unresolved: 127.0.0.1:x"),
+        ("server.1", "127.0.0.1:2888:y", "Address unresolved: 127.0.0.1:y"),
+        ("server.1", "127.0.0.1:2888:3888;z", "Address unresolved"),
+        ("server.1", "127.0.0.1:2888:70000", "out of range"),
+        ("server.1", "127.0.0.1:2888:2888", "quorum and election port must be different"),
+        ("server.1", "[::1]:2888:3888", "IPv6"),
+        ("server.1", "a:1:2|b:3:4", "multiple addresses"),
+        ("server.one", "127.0.0.1:2888:3888", "server id 'one' is not a number"),
+        ("server.0", "127.0.0.1:2888:3888", "between 1 and 255"),
+        ("server.256", "127.0.0.1:2888:3888", "between 1 and 255"),
+    ],
+)
+def test_bad_server_line_names_the_key(key, value, message):
+    with pytest.raises(ConfigError) as e:
+        load(None, {key: value}, environ={})
+    assert str(e.value).startswith(f"{key}: ") and message in str(e.value)
+
+
+def test_one_server_id_twice_is_refused():
+    with pytest.raises(ConfigError, match="server id 1 is also"):
+        load(None, {"server.1": "a:1:2", "server.01": "a:3:4"}, environ={})
+
+
+def test_single_server_with_standalone_enabled_runs_standalone(tmp_path, caplog):
+    """HBase's one server.N line: ZooKeeper logs "only one server specified (ignoring)"
+    and runs standalone, myid or not, initLimit or not."""
+    with caplog.at_level(logging.WARNING, logger="zkcompat.config"):
+        cfg = _ensemble(tmp_path, {"server.1": "127.0.0.1:2888:3888"}, myid=None)
+    assert not cfg.is_ensemble and cfg.standalone_enabled
+    assert cfg.quorum_size == 1 and cfg.voters == frozenset({1})
+    assert any("config_single_server" in r.getMessage() for r in caplog.records)
+
+
+def test_single_server_with_standalone_disabled_is_a_one_member_quorum(tmp_path):
+    cfg = _ensemble(tmp_path, {"server.1": "127.0.0.1:2888:3888", "standaloneEnabled": "false",
+                               "initLimit": "5", "syncLimit": "2"})
+    assert cfg.is_ensemble and cfg.quorum_size == 1 and cfg.server_id == 1
+
+
+def test_no_server_lines_is_standalone():
+    cfg = load(None, {}, environ={})
+    assert not cfg.is_ensemble and cfg.servers == {} and cfg.quorum_size == 1
+    assert cfg.voters == frozenset() and cfg.observers == frozenset()
+
+
+@pytest.mark.parametrize(
+    "settings, key, message",
+    [
+        ({"standaloneEnabled": "false"}, "standaloneEnabled",
+         "standaloneEnabled = false then number of participants should be >0"),
+        ({"server.1": "a:1:2:observer"}, "server.1",
+         "Observers w/o participants is an invalid configuration"),
+        ({"server.1": "a:1:2", "server.2": "a:3:4:observer"}, "server.2",
+         "Observers w/o quorum is an invalid configuration"),
+        ({**THREE, "initLimit": "0"}, "initLimit", "initLimit is not set"),
+        ({k: v for k, v in THREE.items() if k != "initLimit"}, "initLimit",
+         "initLimit is not set"),
+        ({k: v for k, v in THREE.items() if k != "syncLimit"}, "syncLimit",
+         "syncLimit is not set"),
+        ({"server.1": "a:1:2", "standaloneEnabled": "false"}, "initLimit",
+         "initLimit is not set"),
+    ],
+)
+def test_bad_ensembles_name_the_key(tmp_path, settings, key, message):
+    with pytest.raises(ConfigError) as e:
+        _ensemble(tmp_path, settings)
+    assert str(e.value).startswith(f"{key}: ") and message in str(e.value)
+
+
+def test_limits_are_not_needed_standalone():
+    assert load(None, {"initLimit": "0"}, environ={}).init_limit == 0
+
+
+def test_ensemble_without_myid_names_the_file(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        _ensemble(tmp_path, THREE, myid=None)
+    assert "myid file is missing" in str(e.value)
+    assert str(tmp_path / "myid") in str(e.value)
+
+
+def test_myid_not_among_the_servers_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="My id 7 not in the peer list"):
+        _ensemble(tmp_path, THREE, "7\n")
+
+
+@pytest.mark.parametrize("text, sid", [("1\n", 1), ("2", 2), ("3\r\n", 3), ("+1\n", 1),
+                                       ("2\nignored\n", 2)])
+def test_myid_is_its_first_line(tmp_path, text, sid):
+    assert _ensemble(tmp_path, THREE, text).server_id == sid
+
+
+# setupMyId: Long.parseLong(readLine()), so ZooKeeper 3.8 refuses a myid with a space
+# before or after the number ("serverid 1  is not a number"), and an empty file
+# ("serverid null is not a number").
+@pytest.mark.parametrize("text, shown", [("1 \n", "1 "), (" 1\n", " 1"), ("", "null"),
+                                         ("\n1\n", ""), ("one\n", "one"), ("1.0\n", "1.0")])
+def test_bad_myid_is_refused_as_zookeeper_refuses_it(tmp_path, text, shown):
+    with pytest.raises(ConfigError) as e:
+        _ensemble(tmp_path, THREE, text)
+    message = str(e.value)
+    assert message.startswith("myid: ") and f"serverid {shown} is not a number" in message
+    assert str(tmp_path / "myid") in message
+
+
+def test_bad_myid_stops_a_standalone_server_too(tmp_path):
+    with pytest.raises(ConfigError, match="serverid x is not a number"):
+        _ensemble(tmp_path, {}, "x\n")
+
+
+def test_myid_is_read_standalone(tmp_path):
+    assert _ensemble(tmp_path, {}, "5\n").server_id == 5
+
+
+def test_myid_out_of_range_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="between 1 and 255"):
+        _ensemble(tmp_path, {}, "300\n")
+
+
+def test_extended_types_need_a_server_id_below_255(tmp_path):
+    lines = {**THREE, "server.255": "127.0.0.1:2999:3999", "extendedTypesEnabled": "true"}
+    with pytest.raises(ConfigError, match="Cannot be larger than 254"):
+        _ensemble(tmp_path, lines, "255\n")
+
+
+CLIENT_LINES = {**THREE, "server.1": "127.0.0.1:2888:3888;127.0.0.1:2181",
+                "server.2": "127.0.0.1:2889:3889;2182"}
+
+
+def test_client_port_comes_from_the_server_line(tmp_path):
+    cfg = _ensemble(tmp_path, CLIENT_LINES, "2\n")
+    assert (cfg.client_port_address, cfg.client_port) == ("0.0.0.0", 2182)
+    cfg = _ensemble(tmp_path, CLIENT_LINES, "1\n")
+    assert (cfg.client_port_address, cfg.client_port) == ("127.0.0.1", 2181)
+
+
+def test_client_port_without_a_client_part_is_clientport(tmp_path):
+    cfg = _ensemble(tmp_path, {**CLIENT_LINES, "clientPort": "2400"}, "3\n")
+    assert cfg.client_port == 2400
+
+
+@pytest.mark.parametrize("settings, ok", [
+    ({"clientPort": "2182"}, True),  # the wildcard agrees with any host of the same port
+    ({"clientPort": "2199"}, False),
+    ({"clientPort": "2182", "clientPortAddress": "127.0.0.1"}, False),  # 0.0.0.0 on the line
+])
+def test_client_port_must_agree_with_the_server_line(tmp_path, settings, ok):
+    """setupClientPort: "client address for this server (id = 2) in static config file is
+    ... is different from client address found in dynamic file"."""
+    if ok:
+        assert _ensemble(tmp_path, {**CLIENT_LINES, **settings}, "2\n").client_port == 2182
+        return
+    with pytest.raises(ConfigError) as e:
+        _ensemble(tmp_path, {**CLIENT_LINES, **settings}, "2\n")
+    assert str(e.value).startswith("clientPort: ") and "is different from" in str(e.value)
+
+
+def test_observer_line_makes_this_server_an_observer(tmp_path):
+    lines = {**THREE, "server.4": "127.0.0.1:2891:3891:observer", "peerType": "observer"}
+    cfg = _ensemble(tmp_path, lines, "4\n")
+    assert cfg.peer_type == LearnerType.OBSERVER and cfg.observers == frozenset({4})
+    assert cfg.voters == frozenset({1, 2, 3}) and cfg.quorum_size == 2
+
+
+@pytest.mark.parametrize("myid, peer_type, expected", [
+    ("1\n", "observer", LearnerType.PARTICIPANT), ("4\n", "participant", LearnerType.OBSERVER),
+    ("4\n", None, LearnerType.OBSERVER)])
+def test_peer_type_disagreeing_with_the_server_line_is_overruled(tmp_path, caplog, myid,
+                                                                 peer_type, expected):
+    """setupPeerType: "Peer type from servers list (...) doesn't match peerType (...).
+    Defaulting to servers list." A warning, not an error, in 3.8 and 3.9."""
+    lines = {**THREE, "server.4": "127.0.0.1:2891:3891:observer"}
+    if peer_type is not None:
+        lines["peerType"] = peer_type
+    with caplog.at_level(logging.WARNING, logger="zkcompat.config"):
+        cfg = _ensemble(tmp_path, lines, myid)
+    assert cfg.peer_type == expected
+    assert any("config_peer_type_mismatch" in r.getMessage() for r in caplog.records)
+
+
+def test_ensemble_defaults_are_zookeepers():
+    cfg = Config()
+    assert (cfg.init_limit, cfg.sync_limit, cfg.standalone_enabled) == (0, 0, True)
+    assert (cfg.digest_enabled, cfg.readonly_mode_enabled, cfg.leader_serves) == (True, False,
+                                                                                  True)
+    assert (cfg.election_alg, cfg.quorum_listen_on_all_ips, cfg.sync_enabled) == (3, False, True)
+    assert (cfg.cnx_timeout_ms, cfg.election_port_bind_retry) == (5000, 3)
+    assert cfg.peer_type == LearnerType.PARTICIPANT and cfg.server_id == 0
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("leaderServes", "yes", True), ("leaderServes", "false", True),  # only "no" turns it off
+    ("digest.enabled", "yes", False),  # Boolean.parseBoolean: only "true" is true
+    ("digest.enabled", "TRUE", True)])
+def test_ensemble_booleans_read_as_zookeeper_reads_them(key, value, expected):
+    _, field, _ = KEY_CASES[key]
+    assert getattr(load(None, {key: value}, environ={}), field) is expected
+
+
+# readonlymode.enabled is a Java system property in ZooKeeper (Boolean.getBoolean in
+# QuorumPeer.run): zoo.cfg cannot set it there, -Dreadonlymode.enabled=true can.
+@pytest.mark.parametrize("environ, settings, expected", [
+    ({}, {}, False),
+    ({"SERVER_JVMFLAGS": "-Xmx1g -Dreadonlymode.enabled=true"}, {}, True),
+    ({"JVMFLAGS": "-Dreadonlymode.enabled=TRUE"}, {}, True),
+    ({"JVMFLAGS": "-Dreadonlymode.enabled=yes"}, {}, False),
+    ({"JVMFLAGS": "-Dreadonlymode.enabled=true",
+      "SERVER_JVMFLAGS": "-Dreadonlymode.enabled=false"}, {}, False),  # later on java's line
+    ({}, {"readonlymode.enabled": "true"}, True),
+    ({"SERVER_JVMFLAGS": "-Dreadonlymode.enabled=true"}, {"readonlymode.enabled": "false"},
+     False),  # zoo.cfg wins
+])
+def test_readonly_mode_from_zoo_cfg_or_the_jvm_flags(environ, settings, expected):
+    assert load(None, settings, environ=environ).readonly_mode_enabled is expected
 
 
 # -- end to end: python -m zkcompat serve --config ... -----------------------------------
