@@ -16,7 +16,8 @@ from zkcompat.server.reaper import run_reaper
 from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
-from zkcompat.zab.peer import Peer, zxid_epoch
+from zkcompat.zab.leader import Leader
+from zkcompat.zab.peer import zxid_epoch
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def build_standalone(config: Config) -> ServerContext:
     tree = datadir.recover()
     gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
     last = tree.last_processed_zxid
-    peer = Peer(epoch=zxid_epoch(last), last_zxid=last)
+    peer = Leader.standalone(config.server_id or 1, zxid_epoch(last), last)
     # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId).
     pipeline = Pipeline(tree, peer, datadir.txnlog, config.tick_time_ms, config.server_id or 1,
                         config.extended_types_enabled, config.enforce_quota)

@@ -1,8 +1,9 @@
-"""The ZAB peer of an ensemble of one: propose -> persist -> commit in zxid order."""
+"""The leader of an ensemble of one: propose -> persist -> commit in zxid order."""
 
 from zkcompat.jute import records as r
 from zkcompat.tree.txn import Txn
-from zkcompat.zab.peer import Peer, make_zxid, zxid_epoch
+from zkcompat.zab.leader import Leader
+from zkcompat.zab.peer import make_zxid, zxid_epoch
 
 
 def t(zxid):
@@ -15,7 +16,7 @@ def test_zxid_layout():
 
 
 def test_persist_then_deliver_in_order():
-    p = Peer(epoch=1)
+    p = Leader.standalone(1, 1, 0)
     a, b = t(p.next_zxid()), t(p.next_zxid())
     assert a.zxid == make_zxid(1, 1)
     assert p.propose([a]).persist == [a]
@@ -27,7 +28,7 @@ def test_persist_then_deliver_in_order():
 
 
 def test_group_commit_delivers_batch():
-    p = Peer(epoch=0)
+    p = Leader.standalone(1, 0, 0)
     txns = [t(p.next_zxid()) for _ in range(5)]
     for x in txns:
         p.propose([x])
@@ -35,7 +36,7 @@ def test_group_commit_delivers_batch():
 
 
 def test_one_proposal_of_many_txns_is_persisted_and_delivered_whole():
-    p = Peer(epoch=2)
+    p = Leader.standalone(1, 2, 0)
     first = [t(p.next_zxid()) for _ in range(3)]
     second = [t(p.next_zxid()) for _ in range(2)]
     assert p.propose(first).persist == first
@@ -46,7 +47,7 @@ def test_one_proposal_of_many_txns_is_persisted_and_delivered_whole():
 
 
 def test_a_proposal_out_of_zxid_order_is_our_bug():
-    p = Peer(epoch=1)
+    p = Leader.standalone(1, 1, 0)
     a, b = t(p.next_zxid()), t(p.next_zxid())
     p.propose([b])
     try:

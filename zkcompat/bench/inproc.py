@@ -110,7 +110,7 @@ def _requests(kind: str):
 async def _all_answered(pipeline) -> None:
     """Wait, without spinning (a spin's cost would depend on the writer thread's timing),
     until every proposed write is durable, applied and answered."""
-    while pipeline._proposed:
+    while pipeline.peer.last_committed_zxid < pipeline.peer.last_proposed_zxid:
         await pipeline.txn_log.sync()  # resolved in the loop turn that applies the batch
         await asyncio.sleep(0)
 

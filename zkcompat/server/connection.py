@@ -17,19 +17,13 @@ from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
-from zkcompat.server.request import DeleteContainerRequest, Request
+from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
 from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
 
-MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
-# The body record of each client request (jute.ops): multi, auth and SASL have handlers of
-# their own; deleteContainer is a server op whose 3.9 body is the path as a buffer.
-REQUEST_RECORD = {op: cls for op, cls in JUTE_REQUEST_RECORD.items()
-                  if cls is not None and op not in MULTI_OPS | {OpCode.AUTH, OpCode.SASL}}
-REQUEST_RECORD[OpCode.DELETE_CONTAINER] = DeleteContainerRequest
 NO_BODY_OPS = frozenset(op for op, cls in JUTE_REQUEST_RECORD.items() if cls is None)
 # Writes whose unparseable body still becomes an ErrorTxn with a zxid of its own.
 MARSHALLED_WRITES = frozenset((
@@ -295,7 +289,7 @@ class Connection(asyncio.Protocol):
             self._state = "waiting"
             self.session = pipeline.create_session(self, timeout)
             return
-        session = pipeline.tracker.sessions.get(req.sessionId)
+        session = pipeline.session_for_reconnect(req.sessionId)
         # ZooKeeper drops the session's current connection before it checks the password
         # (processConnectRequest: closeSession, then reopenSession), so a wrong password
         # still disconnects the owner; its client reconnects with the right one.

@@ -1,29 +1,34 @@
 """The request pipeline of one server: submit → prep → ZAB peer → log → apply → watches → reply.
 
-Writes go through prep (leader) into a Txn, are proposed, made durable by group commit,
-committed and applied in zxid order; the reply goes out after apply. Reads run on the
-local tree, but never before an earlier request of the same session has been answered:
-each session keeps one FIFO of unanswered requests, so replies leave in request order.
+On the leader, writes go through prep into a Txn, are proposed, made durable by group
+commit, committed and applied in zxid order. On a learner, writes, session changes and
+sync travel to the leader as REQUESTs; the committed txn comes back, is applied, and
+finds its request by (session, cxid). The reply goes out after apply, on every server.
+Reads run on the local tree, but never before an earlier request of the same session
+has been answered: each session keeps one FIFO of unanswered requests.
 """
 
 import asyncio
 import logging
+import struct
 import time
 from collections import deque
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
-from zkcompat.jute.multi import encode_multi_response
+from zkcompat.jute.errors import JuteError
+from zkcompat.jute.multi import MultiRequest, decode_multi_request, encode_multi_response
 from zkcompat.jute.reply import encode_create_reply, encode_reply, encode_reply_raw
 from zkcompat.server.outbox import Outbox
 from zkcompat.server.prep import Prep
 from zkcompat.server.reads import READ
-from zkcompat.server.request import Request
+from zkcompat.server.request import REQUEST_RECORD, Request
 from zkcompat.server.sessions import Session, SessionTracker, session_password
 from zkcompat.server.watches import WatchManager
 from zkcompat.tree.datatree import ApplyResult, DataTree
 from zkcompat.tree.errors import KeeperError
-from zkcompat.zab.peer import Effects, Peer
+from zkcompat.zab.leader import Leader
+from zkcompat.zab.peer import Effects
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,24 @@ log = logging.getLogger(__name__)
 _PING, _AUTH, _SASL, _WHO_AM_I, _MULTI, _MULTI_READ, _CREATE_SESSION, _CLOSE_SESSION = (
     OpCode.PING, OpCode.AUTH, OpCode.SASL, OpCode.WHO_AM_I, OpCode.MULTI, OpCode.MULTI_READ,
     OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION)
+_SYNC = OpCode.SYNC
+_TIMEOUT = struct.Struct(">i")  # createSession's body on the quorum wire: the timeout
+
+
+class QuorumShell:
+    """What a pipeline asks of the server around it when it is part of an ensemble."""
+
+    def write_epochs(self, accepted: int | None, current: int | None) -> None: ...
+
+    def install(self, what) -> None: ...
+
+    def send(self, messages: list) -> None: ...
+
+    def serve(self) -> None: ...
+
+    def abandon(self, reason: str) -> None: ...
+
+    def disconnect(self, sids: list) -> None: ...
 
 
 class _MultiBody:
@@ -63,17 +86,22 @@ def _mono_ms() -> int:
 
 
 class Pipeline:
-    def __init__(self, tree: DataTree, peer: Peer, txn_log, tick_ms: int, server_id: int = 0,
-                 extended_types: bool = False, enforce_quota: bool = False):
+    def __init__(self, tree: DataTree, peer, txn_log, tick_ms: int, server_id: int = 0,
+                 extended_types: bool = False, enforce_quota: bool = False,
+                 shell: QuorumShell | None = None):
         self.tree = tree
         self.peer = peer
+        self.leading = isinstance(peer, Leader)
         self.txn_log = txn_log
+        self.shell = shell or QuorumShell()
         self.watches = WatchManager()
         self.outbox = Outbox()  # connections with replies queued
         self.tracker = SessionTracker(tick_ms, server_id, _wall_ms())
-        self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota)
-        self._proposed: deque[Request] = deque()  # writes prepared, not yet applied, zxid order
+        self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota) \
+            if self.leading else None
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
+        self._syncs: deque[Request] = deque()  # a learner's syncs the leader has not answered
+        self._touch_reported_ms = 0
         txn_log.on_synced = self._on_synced
         txn_log.on_sync_failed = self._on_sync_failed
         self.on_applied = _count_nothing  # after each batch of applied txns, with their count
@@ -92,11 +120,12 @@ class Pipeline:
 
     def submit(self, session: Session, req: Request) -> None:
         """Take one request of `session`; its reply will be sent in the session's order."""
-        if req.is_write:
+        if not self.leading and (req.is_write or req.type == _SYNC):
+            self._forward(session, req)
+        elif req.is_write:
             txn = req.txn = self.prep.prepare(req)
             if session is not None:  # None: the server's own requests (the reaper's)
                 session.queue.append(req)
-            self._proposed.append(req)
             self._unproposed.append(txn)
             if len(self._unproposed) == 1:
                 asyncio.get_running_loop().call_soon(self._propose)
@@ -105,8 +134,32 @@ class Pipeline:
         else:
             self._answer(req, self._execute_read(req))
 
+    def _forward(self, session: Session, req: Request) -> None:
+        """A learner's write or sync waits in its session's queue for the leader's answer:
+        the committed txn (matched by session and cxid), or a SYNC."""
+        req.is_write = True  # it holds back the session's later reads, as a write does
+        session.queue.append(req)
+        if req.type == _SYNC:
+            self._syncs.append(req)
+        auth = [r.Id(scheme, ident) for scheme, ident in req.auth_ids]
+        self.obey(self.peer.forward(req.session_id, req.xid, req.type, _request_body(req), auth))
+
+    def session_for_reconnect(self, session_id: int) -> Session | None:
+        """The session a client reconnects to. A learner knows every live session from the
+        replicated table, and tracks one locally once a client of it is here."""
+        session = self.tracker.sessions.get(session_id)
+        if session is None and not self.leading:
+            timeout = self.tree.sessions.get(session_id)
+            if timeout is not None:
+                session = Session(session_id, timeout)
+                self.tracker.add(session, _mono_ms())
+        return session
+
     def expire_sessions(self) -> None:
-        """Called every tick: submit a closeSession for each session past its deadline."""
+        """Called every tick: submit a closeSession for each session past its deadline.
+        Only the leader decides expiry; learners report their sessions' touches."""
+        if not self.leading:
+            return
         for session in self.tracker.expired(_mono_ms()):
             log.info("event=session_expired session=0x%x timeout_ms=%d",
                      session.session_id, session.timeout_ms)
@@ -125,12 +178,21 @@ class Pipeline:
     def _propose(self) -> None:
         """Every write prepared in one loop turn goes to the peer, and the log, as one batch."""
         txns, self._unproposed = self._unproposed, []
-        self._obey(self.peer.propose(txns))
+        self.obey(self.peer.propose(txns))
 
-    def _obey(self, effects: Effects) -> None:
+    def obey(self, effects: Effects) -> None:
+        """Carry out a ZAB role's effects, in the order zab/peer.py states. The hot path's
+        values hold persist, send and deliver alone (three instance attributes)."""
+        rare = len(vars(effects)) > 3
+        if rare:
+            if effects.accepted_epoch is not None or effects.current_epoch is not None:
+                self.shell.write_epochs(effects.accepted_epoch, effects.current_epoch)
+            if effects.install:
+                self.shell.install(effects.install)
         if effects.persist:
             self.txn_log.append(effects.persist)  # its writer syncs them, then _on_synced
-        # effects.send: no other peers yet (an ensemble of one).
+        if effects.send:
+            self.shell.send(effects.send)
         deliver = effects.deliver
         if deliver:
             for txn in deliver:
@@ -138,13 +200,79 @@ class Pipeline:
             # The batch's replies and events leave together, at once; the bookkeeping that
             # no reply depends on waits until they are on their way.
             self.outbox.flush()
-            self.prep.applied(deliver[-1].zxid)
+            if self.prep is not None:
+                self.prep.applied(deliver[-1].zxid)
             self.on_applied(len(deliver))
+        if rare:
+            self._obey_rest(effects)
+
+    def _obey_rest(self, effects: Effects) -> None:
+        for request in effects.requests:
+            self._learner_request(*request)
+        if effects.touches:
+            now = _mono_ms()
+            sessions = self.tracker.sessions
+            for session_id, _ in effects.touches:
+                session = sessions.get(session_id)
+                if session is not None:
+                    session.last_active_ms = now
+        for sid, session_id, _timeout in effects.revalidate:
+            session = self.tracker.sessions.get(session_id)
+            valid = session is not None and not session.closing
+            if valid:
+                session.last_active_ms = _mono_ms()
+            self.obey(self.peer.revalidated(sid, session_id, valid))
+        for _ in range(effects.synced):
+            self._synced()
+        if effects.disconnect:
+            self.shell.disconnect(effects.disconnect)
+        if effects.serve:
+            self.shell.serve()
+        if effects.abandon:
+            self.shell.abandon(effects.abandon)
+
+    # -- an ensemble's traffic ----------------------------------------------------
+
+    def _learner_request(self, sid: int, session_id: int, cxid: int, op: int, body: bytes,
+                         authinfo) -> None:
+        """A request a learner forwarded to us, the leader: prep it like our own; its
+        reply is the learner's to send, once the txn commits there."""
+        auth_ids = [(i.scheme, i.id) for i in authinfo]
+        if op == _SYNC:
+            # Every write proposed before the sync must reach the learner before the SYNC.
+            if self._unproposed:
+                self._propose()
+            self.obey(self.peer.sync_request(sid))
+            return
+        record = _decode_forwarded(op, body)
+        req = Request(session_id, cxid, op, record, None, auth_ids)
+        if op == _CREATE_SESSION and record is not None:
+            if session_id not in self.tracker.sessions:
+                self.tracker.add(Session(session_id, record.timeOut), _mono_ms())
+        if not req.is_write:
+            log.warning("event=learner_request_not_a_write sid=%d op=%d", sid, op)
+            return
+        self.submit(None, req)
+
+    def _synced(self) -> None:
+        """The leader answered our oldest sync: everything committed before it is applied."""
+        req = self._syncs.popleft()
+        req.is_write = False
+        session = self.tracker.sessions.get(req.session_id)
+        if session is not None and session.queue and session.queue[0] is req:
+            self._drain(session)
+
+    def touched(self) -> list[tuple[int, int]]:
+        """Sessions active since the last report: a learner's PING reply carries them."""
+        since = self._touch_reported_ms
+        self._touch_reported_ms = _mono_ms()
+        return [(s.session_id, s.timeout_ms) for s in self.tracker.sessions.values()
+                if s.last_active_ms >= since and not s.closing]
 
     def _on_synced(self, zxid: int) -> None:
         """The log's writer made everything up to `zxid` durable (one sync covers every txn
         appended before it began; the next gathers meanwhile)."""
-        self._obey(self.peer.on_persisted(zxid))
+        self.obey(self.peer.on_persisted(zxid))
 
     def _on_sync_failed(self, exc: BaseException) -> None:
         # A log we cannot sync must never acknowledge a write.
@@ -165,51 +293,61 @@ class Pipeline:
         watches = self.watches
         if rc.events and (watches.data.by_path or watches.child.by_path):  # .active, inlined
             watches.trigger(rc.events, txn.zxid)
-        req = self._proposed.popleft()
-        assert req.txn is txn, "commits must arrive in proposal order"
-        if txn.hdr.type == _CLOSE_SESSION or req.type == _CLOSE_SESSION:
-            self._finish_close(req)
+        hdr = txn.hdr
+        # The request this txn answers: its session's oldest, on whichever server the
+        # client is (ZooKeeper's CommitProcessor matches by session and cxid likewise).
+        session = self.tracker.sessions.get(hdr.clientId)
+        req = None
+        if session is not None and session.queue:
+            head = session.queue[0]
+            if head.is_write and head.xid == hdr.cxid and head.type != _SYNC:
+                req = head
+        if hdr.type == _CLOSE_SESSION or req is not None and req.type == _CLOSE_SESSION:
+            self._finish_close(session, req)
+            return
+        if req is None:
+            return
         cnxn = req.cnxn
         if cnxn is not None:  # _answer, inlined: once per write
-            reply = self._write_reply(req, cnxn, rc)
+            reply = self._write_reply(req, cnxn, rc, hdr.type)
             if reply is not None:
                 cnxn.reply(req, reply, self.tree.last_processed_zxid)
-        session = self.tracker.sessions.get(req.session_id)
-        if session is None:
-            return
-        head = session.queue.popleft()
-        assert head is req, "a session's writes complete in its request order"
+        session.queue.popleft()
+        self._drain(session)
+
+    def _drain(self, session: Session) -> None:
+        """Answer the reads queued behind a session's completed request, up to its next
+        write (or sync) still waiting."""
         queue = session.queue
         while queue and not queue[0].is_write:
             read = queue.popleft()
             self._answer(read, self._execute_read(read))
 
-    def _finish_close(self, req: Request) -> None:
-        session = self.tracker.sessions.get(req.session_id)
+    def _finish_close(self, session: Session | None, req: Request | None) -> None:
         if session is None:
             return
         # Answer what is still queued behind the close, then forget the session.
         cnxn = session.cnxn
-        self.tracker.remove(req.session_id)
+        self.tracker.remove(session.session_id)
         session.queue.clear()
-        if cnxn is not None and cnxn is not req.cnxn:
+        req_cnxn = req.cnxn if req is not None else None
+        if cnxn is not None and cnxn is not req_cnxn:
             cnxn.close_after_flush("session closed")
-        if req.cnxn is not None:
+        if req_cnxn is not None:
             reply = encode_reply(req.xid, self.tree.last_processed_zxid, 0, None)
-            req.cnxn.send(reply)
-            req.cnxn.close_after_flush("client closed session")
-        req.cnxn = None
+            req_cnxn.send(reply)
+            req_cnxn.close_after_flush("client closed session")
+            req.cnxn = None
 
     def _answer(self, req: Request, reply: bytes | None) -> None:
         cnxn = req.cnxn
         if cnxn is not None and reply is not None:
             cnxn.reply(req, reply, self.tree.last_processed_zxid)
 
-    def _write_reply(self, req: Request, cnxn, rc: ApplyResult) -> bytes | None:
+    def _write_reply(self, req: Request, cnxn, rc: ApplyResult, hdr_type: int) -> bytes | None:
         zxid = self.tree.last_processed_zxid
         if req.type == _CREATE_SESSION:
             return cnxn.connect_response(req.session_id, req.record.timeOut)
-        hdr_type = req.txn.hdr.type
         err = 0 if hdr_type == _MULTI else rc.err
         build = WRITE_REPLY.get(hdr_type)
         if err or build is None:
@@ -236,6 +374,34 @@ class Pipeline:
         if req.type == _MULTI_READ:
             body = _MultiBody(body)
         return encode_reply(req.xid, zxid, 0, body)
+
+
+def _request_body(req: Request) -> bytes:
+    """The request's body as ZooKeeper forwards it (Learner.request): its jute bytes."""
+    rec = req.record
+    if req.type == _CREATE_SESSION:
+        return _TIMEOUT.pack(rec.timeOut)
+    if rec is None:
+        return b""
+    if req.type in (_MULTI, _MULTI_READ):
+        return MultiRequest(rec).to_bytes()
+    return rec.to_bytes()
+
+
+def _decode_forwarded(op: int, body: bytes):
+    """A learner's REQUEST body back into the record prep takes (None: unparseable, which
+    prep answers with MARSHALLINGERROR, as ZooKeeper's does)."""
+    try:
+        if op == _CREATE_SESSION:
+            return r.CreateSessionTxn(_TIMEOUT.unpack_from(body)[0])
+        if op == _CLOSE_SESSION:
+            return None
+        if op == _MULTI:
+            return decode_multi_request(body, 0)[0]
+        cls = REQUEST_RECORD.get(op)
+        return cls.decode(body, 0)[0] if cls is not None else None
+    except (JuteError, struct.error):
+        return None
 
 
 # Each builds the framed reply of a successful write from its ApplyResult, the Stat

@@ -4,6 +4,7 @@ import time
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
+from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 
 # Requests that become a Txn: prep turns them into one on the leader (ZooDefs/Request.isQuorum).
 WRITE_OPS = frozenset((
@@ -31,6 +32,14 @@ class DeleteContainerRequest:
         # null/empty handling differs, and a null path here is a marshalling error.
         rec, off = r.SyncRequest.decode(buf, offset)
         return DeleteContainerRequest(rec.path), off
+
+
+MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
+# The body record of each client request (jute.ops): multi, auth and SASL have handlers of
+# their own; deleteContainer is a server op whose 3.9 body is the path as a buffer.
+REQUEST_RECORD = {op: cls for op, cls in JUTE_REQUEST_RECORD.items()
+                  if cls is not None and op not in MULTI_OPS | {OpCode.AUTH, OpCode.SASL}}
+REQUEST_RECORD[OpCode.DELETE_CONTAINER] = DeleteContainerRequest
 
 
 class Request:

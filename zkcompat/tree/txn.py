@@ -59,20 +59,30 @@ def encode_txn(txn: Txn) -> bytes:
 
 def decode_txn(buf: bytes) -> Txn:
     """Inverse of encode_txn; raises JuteError on malformed input."""
+    return decode_txn_at(buf)[0]
+
+
+def decode_txn_at(buf: bytes, digest_follows: bool = False) -> tuple[Txn, int]:
+    """Decode a txn and say where it ends: a PROPOSAL may carry a TxnDigest after it
+    (SerializeUtils.deserializeTxn reads one if bytes remain)."""
     hdr, off = r.TxnHeader.decode(buf, 0)
     if hdr.type == OpCode.MULTI:
-        multi, _ = r.MultiTxn.decode(buf, off)
+        multi, off = r.MultiTxn.decode(buf, off)
         body = []
         for sub in multi.txns or ():
             cls = TXN_RECORD.get(sub.type)
             if cls is None:
                 raise JuteError(f"invalid type of op in multi txn: {sub.type}")
             body.append((sub.type, cls.from_bytes(sub.data)))
-        return Txn(hdr, body)
+        return Txn(hdr, body), off
     cls = TXN_RECORD.get(hdr.type)
     if cls is None:
         raise JuteError(f"unknown txn type {hdr.type}")
-    if hdr.type == OpCode.CLOSE_SESSION and off == len(buf):
-        return Txn(hdr, None)  # before closeSessionTxnEnabled, closeSession had no record
-    body, _ = cls.decode(buf, off)
-    return Txn(hdr, body)
+    if hdr.type == OpCode.CLOSE_SESSION and (off == len(buf) or digest_follows
+                                             and len(buf) - off == _DIGEST_BYTES):
+        return Txn(hdr, None), off  # before closeSessionTxnEnabled, closeSession had no record
+    body, off = cls.decode(buf, off)
+    return Txn(hdr, body), off
+
+
+_DIGEST_BYTES = 12  # TxnDigest: int version, long treeDigest

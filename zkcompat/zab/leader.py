@@ -1,0 +1,427 @@
+"""The leader role of Zab 1.0 as a sans-I/O state machine: discovery, sync, broadcast.
+
+A term starts when the election says we lead. Discovery: learners send FOLLOWERINFO;
+once a quorum of voters (us included) is connected the new epoch is the largest accepted
+epoch + 1 (Leader.getEpochToPropose), sent in LEADERINFO; a quorum of ACKEPOCHs fixes
+currentEpoch. Sync: each learner gets DIFF, TRUNC or SNAP (LearnerHandler.syncFollower),
+then the outstanding proposals and NEWLEADER. The leader serves only once a quorum has
+ACKed NEWLEADER, then sends UPTODATE. Broadcast: a txn commits once a quorum of voters
+has it durably, in zxid order. A standalone server is a leader whose quorum is itself.
+
+Time comes in as tick() calls, one per half tickTime (the leader pings that often); the
+limits (initLimit, syncLimit) are counted in those half ticks. Nothing here does I/O: the
+history of committed txns is read through the `history` object the shell passes in.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from operator import attrgetter
+
+from zkcompat.jute import quorum as q
+from zkcompat.jute import records as r
+from zkcompat.jute.constants import OpCode
+from zkcompat.jute.errors import JuteError
+from zkcompat.tree.txn import Txn, encode_txn
+from zkcompat.zab.peer import COUNTER_MASK, Effects, make_zxid, zxid_epoch
+
+log = logging.getLogger(__name__)
+
+P = q.PacketType
+_ZXID_OF = attrgetter("zxid")
+HALF_TICKS_PER_TICK = 2
+
+
+class Snap:
+    """A send of the whole tree as a SNAP: the shell streams it in ZooKeeper's format."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Snap()"
+
+
+SNAP = Snap()
+
+
+class LearnerInfo:
+    """What the leader knows of one connected learner (LearnerHandler's state)."""
+
+    __slots__ = ("sid", "observer", "accepted_epoch", "phase", "last_zxid", "heard",
+                 "forwarding", "acked")
+
+    def __init__(self, sid: int, observer: bool, accepted_epoch: int, now: int):
+        self.sid = sid
+        self.observer = observer
+        self.accepted_epoch = accepted_epoch
+        self.phase = "info"  # info -> epoch -> newleader -> uptodate
+        self.last_zxid = -1
+        self.heard = now  # the half tick we last heard from it
+        self.forwarding = False  # receives every new proposal and commit
+        self.acked = 0  # the highest zxid it has ACKed (it logs in order)
+
+
+class Leader:
+    def __init__(self, my_sid: int, voters: frozenset[int], accepted_epoch: int,
+                 current_epoch: int, last_zxid: int, history=None, *,
+                 init_limit_ticks: int = 10, sync_limit_ticks: int = 5,
+                 config_bytes: bytes = b""):
+        assert my_sid in voters, "only a voter leads"
+        self.my_sid = my_sid
+        self.voters = voters
+        self.quorum = len(voters) // 2 + 1
+        self.history = history
+        self.accepted_epoch = accepted_epoch
+        self.current_epoch = current_epoch
+        self.config_bytes = config_bytes
+        self.init_limit = init_limit_ticks * HALF_TICKS_PER_TICK
+        self.sync_limit = sync_limit_ticks * HALF_TICKS_PER_TICK
+        self.now = 0
+        self.learners: dict[int, LearnerInfo] = {}
+        self.epoch = -1  # the new epoch, once a quorum of learners has connected
+        self.epoch_acked: set[int] = set()
+        self.newleader_acked: set[int] = set()
+        self.established = False
+        self.last_logged_zxid = last_zxid  # ours, durable
+        self.last_proposed_zxid = last_zxid
+        self.last_committed_zxid = last_zxid
+        # Leader.leaderStateSummary: a learner more recent than this cannot follow us.
+        self._summary = (current_epoch, last_zxid)
+        self._outstanding: list[Txn] = []  # proposed, not yet committed, in zxid order
+        self._pending_syncs: dict[int, list[int]] = {}  # zxid -> learners waiting for it
+
+    @classmethod
+    def standalone(cls, my_sid: int, epoch: int, last_zxid: int) -> Leader:
+        """An ensemble of one: established at once, continuing the epoch of its log."""
+        leader = cls(my_sid, frozenset((my_sid,)), epoch, epoch, last_zxid)
+        leader.epoch = epoch
+        leader.established = True
+        if zxid_epoch(last_zxid) != epoch:
+            leader.last_proposed_zxid = leader.last_committed_zxid = make_zxid(epoch, 0)
+        return leader
+
+    # -- the term's start -----------------------------------------------------------
+
+    def start(self) -> Effects:
+        """Count ourselves as connected; an ensemble of one settles its epoch at once."""
+        return self._try_epoch(Effects())
+
+    def _try_epoch(self, fx: Effects) -> Effects:
+        if self.epoch >= 0:
+            return fx
+        connected = [self.accepted_epoch] + [
+            li.accepted_epoch for li in self.learners.values() if not li.observer]
+        if len(connected) < self.quorum:
+            return fx
+        self.epoch = max(connected) + 1
+        self.accepted_epoch = self.epoch
+        fx.accepted_epoch = self.epoch
+        self.last_proposed_zxid = self.last_committed_zxid  # the old epoch's tail is history
+        log.info("event=new_epoch epoch=%d sid=%d learners=%s", self.epoch, self.my_sid,
+                 sorted(self.learners))
+        for li in self.learners.values():
+            if li.phase == "info":
+                self._send_leaderinfo(li, fx)
+        self.epoch_acked.add(self.my_sid)
+        return self._try_epoch_quorum(fx)
+
+    def _send_leaderinfo(self, li: LearnerInfo, fx: Effects) -> None:
+        li.phase = "epoch"
+        fx.send.append((li.sid, q.packet(P.LEADERINFO, make_zxid(self.epoch, 0),
+                                          q.int_payload(q.PROTOCOL_VERSION))))
+
+    def _try_epoch_quorum(self, fx: Effects) -> Effects:
+        if self.current_epoch == self.epoch or len(self.epoch_acked) < self.quorum:
+            return fx
+        self.current_epoch = self.epoch
+        fx.current_epoch = self.epoch
+        for li in self.learners.values():
+            if li.phase == "epoch" and li.last_zxid >= 0:
+                self._sync(li, fx)
+        self.newleader_acked.add(self.my_sid)
+        return self._try_establish(fx)
+
+    def _try_establish(self, fx: Effects) -> Effects:
+        if self.established or len(self.newleader_acked) < self.quorum:
+            return fx
+        self.established = True
+        fx.serve = True
+        log.info("event=leader_established epoch=%d sid=%d synced=%s", self.epoch, self.my_sid,
+                 sorted(self.newleader_acked))
+        for sid in sorted(self.newleader_acked):
+            li = self.learners.get(sid)
+            if li is not None:
+                self._send_uptodate(li, fx)
+        return fx
+
+    def _send_uptodate(self, li: LearnerInfo, fx: Effects) -> None:
+        li.phase = "uptodate"
+        fx.send.append((li.sid, q.packet(P.UPTODATE, -1)))
+
+    # -- messages from learners -------------------------------------------------------
+
+    def connected(self, sid: int, pkt: r.QuorumPacket) -> Effects:
+        """A learner's first packet, FOLLOWERINFO or OBSERVERINFO."""
+        fx = Effects()
+        observer = pkt.type == P.OBSERVERINFO
+        if pkt.type not in (P.FOLLOWERINFO, P.OBSERVERINFO) or (not observer and
+                                                               sid not in self.voters):
+            fx.disconnect = [sid]
+            return fx
+        li = LearnerInfo(sid, observer, zxid_epoch(pkt.zxid), self.now)
+        self.learners[sid] = li
+        if self.epoch >= 0:
+            self._send_leaderinfo(li, fx)
+            return fx
+        return self._try_epoch(fx)
+
+    def gone(self, sid: int) -> Effects:
+        """The learner's connection closed."""
+        self.learners.pop(sid, None)
+        self.epoch_acked.discard(sid)
+        self.newleader_acked.discard(sid)
+        return Effects()
+
+    def step(self, sid: int, pkt: r.QuorumPacket) -> Effects:
+        li = self.learners.get(sid)
+        if li is None:
+            return Effects()
+        li.heard = self.now
+        handler = _STEP.get(pkt.type)
+        if handler is None:
+            log.warning("event=unexpected_packet sid=%d type=%d", sid, pkt.type)
+            return self._drop(li)
+        try:
+            return handler(self, li, pkt)
+        except JuteError as e:
+            log.warning("event=bad_packet sid=%d type=%d error=%r", sid, pkt.type, str(e))
+            return self._drop(li)
+
+    def _drop(self, li: LearnerInfo) -> Effects:
+        fx = self.gone(li.sid)
+        fx.disconnect = [li.sid]
+        return fx
+
+    def _on_ackepoch(self, li: LearnerInfo, pkt) -> Effects:
+        if li.phase != "epoch":
+            return self._drop(li)
+        their_epoch = q.parse_int_payload(pkt.data, "ACKEPOCH")
+        li.last_zxid = pkt.zxid
+        fx = Effects()
+        if their_epoch != q.ACKEPOCH_ALREADY_ACCEPTED and not li.observer:
+            if (their_epoch, pkt.zxid) > self._summary and not self.established:
+                log.error("event=learner_ahead sid=%d epoch=%d zxid=0x%x", li.sid, their_epoch,
+                          pkt.zxid)
+                return self._drop(li)
+            self.epoch_acked.add(li.sid)
+        if self.current_epoch == self.epoch:
+            self._sync(li, fx)
+            return fx
+        return self._try_epoch_quorum(fx)
+
+    def _on_ack(self, li: LearnerInfo, pkt) -> Effects:
+        zxid = pkt.zxid
+        if li.phase == "newleader":
+            # The first ACK after NEWLEADER acknowledges NEWLEADER itself.
+            fx = Effects()
+            li.phase = "synced"
+            if li.observer:
+                self._send_uptodate(li, fx)
+                return fx
+            if self.established:
+                self._send_uptodate(li, fx)
+                return fx
+            self.newleader_acked.add(li.sid)
+            return self._try_establish(fx)
+        if li.observer or zxid & COUNTER_MASK == 0 or zxid_epoch(zxid) != self.epoch:
+            return Effects()  # the ACK of UPTODATE, or of an older epoch
+        if zxid > li.acked:
+            li.acked = zxid
+        return self._commit_upto(self._quorum_acked())
+
+    def _on_ping(self, li: LearnerInfo, pkt) -> Effects:
+        fx = Effects()
+        touches = q.decode_touches(pkt.data)
+        if touches:
+            fx.touches = touches
+        return fx
+
+    def _on_request(self, li: LearnerInfo, pkt) -> Effects:
+        session_id, cxid, op, body = q.decode_request(pkt.data)
+        fx = Effects()
+        fx.requests = [(li.sid, session_id, cxid, op, body, pkt.authinfo or [])]
+        return fx
+
+    def _on_revalidate(self, li: LearnerInfo, pkt) -> Effects:
+        session_id, timeout = q.decode_revalidate(pkt.data)
+        fx = Effects()
+        fx.revalidate = [(li.sid, session_id, timeout)]
+        return fx
+
+    def revalidated(self, sid: int, session_id: int, valid: bool) -> Effects:
+        return Effects(send=[(sid, q.packet(P.REVALIDATE, -1,
+                                            q.encode_revalidate_reply(session_id, valid)))])
+
+    # -- sync of one learner ----------------------------------------------------------
+
+    def _sync(self, li: LearnerInfo, fx: Effects) -> None:
+        """DIFF, TRUNC or SNAP, as LearnerHandler.syncFollower decides, then the proposals
+        still outstanding, then NEWLEADER; from here on the learner gets every broadcast."""
+        peer = li.last_zxid
+        committed = self.last_committed_zxid
+        send = fx.send
+        sid = li.sid
+        mode = self._sync_mode(peer)
+        if mode == "diff":
+            send.append((sid, q.packet(P.DIFF, committed)))
+            self._send_history(sid, peer, committed, send)
+        elif mode == "trunc":
+            point = min(self.history.floor(peer) if peer < committed else committed, committed)
+            send.append((sid, q.packet(P.TRUNC, point)))
+            self._send_history(sid, point, committed, send)
+        else:
+            send.append((sid, SNAP))
+        log.info("event=sync_learner sid=%d mode=%s peer_zxid=0x%x leader_zxid=0x%x", sid, mode,
+                 peer, committed)
+        if not li.observer:  # an observer hears of a txn once it commits (INFORM)
+            for txn in self._outstanding:
+                send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_txn(txn))))
+        send.append((sid, q.packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.config_bytes)))
+        li.phase = "newleader"
+        li.forwarding = True
+        li.acked = max(li.acked, 0)
+
+    def _sync_mode(self, peer: int) -> str:
+        committed = self.last_committed_zxid
+        if peer == committed:
+            return "diff"
+        h = self.history
+        if h is None:
+            return "snap"
+        if peer > committed:
+            return "trunc"
+        first = h.first_zxid()
+        if first is None or peer < first:
+            return "snap"
+        return "diff" if h.contains(peer) else "trunc"
+
+    def _send_history(self, sid: int, after: int, upto: int, send: list) -> None:
+        if after >= upto:
+            return
+        for txn in self.history.txns_between(after, upto):
+            data = encode_txn(txn)
+            send.append((sid, q.packet(P.PROPOSAL, txn.zxid, data)))
+            send.append((sid, q.packet(P.COMMIT, txn.zxid)))
+
+    # -- broadcast --------------------------------------------------------------------
+
+    def next_zxid(self) -> int:
+        """Reserve the next zxid for a txn the leader's prep is building."""
+        zxid = self.last_proposed_zxid + 1
+        assert zxid & COUNTER_MASK, "zxid counter overflow: a new epoch is needed"
+        self.last_proposed_zxid = zxid
+        return zxid
+
+    def propose(self, txns: list[Txn]) -> Effects:
+        """Txns the leader's prep built, in zxid order (one loop turn's worth): persist
+        them here and send them to every follower that is past its sync."""
+        assert self.established, "a leader proposes only once a quorum has synced"
+        outstanding = self._outstanding
+        assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
+        outstanding.extend(txns)
+        if not self.learners:
+            return Effects(txns)
+        send = []
+        for li in self.learners.values():
+            if li.forwarding and not li.observer:
+                sid = li.sid
+                for txn in txns:
+                    send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_txn(txn))))
+        return Effects(txns, send)
+
+    def on_persisted(self, zxid: int) -> Effects:
+        """Our own log has every txn up to `zxid` on disk: that is our ACK."""
+        self.last_logged_zxid = zxid
+        if self.quorum == 1:
+            return self._commit_upto(zxid)
+        return self._commit_upto(self._quorum_acked())
+
+    def _quorum_acked(self) -> int:
+        """The highest zxid a quorum of voters has durably (each logs in zxid order)."""
+        acked = [self.last_logged_zxid]
+        acked += [li.acked for li in self.learners.values()
+                  if li.forwarding and not li.observer and li.phase != "newleader"]
+        if len(acked) < self.quorum:
+            return 0
+        acked.sort(reverse=True)
+        return acked[self.quorum - 1]
+
+    def _commit_upto(self, zxid: int) -> Effects:
+        outstanding = self._outstanding
+        if not outstanding or zxid < outstanding[0].zxid:
+            return Effects()
+        i = bisect_right(outstanding, zxid, key=_ZXID_OF)  # zxid order: a binary search
+        committed = outstanding[:i]
+        del outstanding[:i]
+        self.last_committed_zxid = committed[-1].zxid
+        if not self.learners:
+            return Effects(deliver=committed)
+        send = []
+        for li in self.learners.values():
+            if not li.forwarding:
+                continue
+            sid = li.sid
+            if li.observer:
+                send.extend((sid, q.packet(P.INFORM, t.zxid, encode_txn(t))) for t in committed)
+            else:
+                send.extend((sid, q.packet(P.COMMIT, t.zxid)) for t in committed)
+        if self._pending_syncs:
+            for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
+                send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))
+        return Effects(send=send, deliver=committed)
+
+    def sync_request(self, sid: int) -> Effects:
+        """A learner's client asked for sync: answer once everything proposed so far has
+        committed (Leader.processSync), so the learner has applied it before the SYNC."""
+        if not self._outstanding:
+            return Effects(send=[(sid, q.packet(P.SYNC, 0))])
+        self._pending_syncs.setdefault(self.last_proposed_zxid, []).append(sid)
+        return Effects()
+
+    # -- time -------------------------------------------------------------------------
+
+    def tick(self) -> Effects:
+        """Half a tickTime passed: ping the learners, drop the silent ones, and give up the
+        term if a quorum has not synced in time (initLimit) or stops answering (syncLimit)."""
+        self.now += 1
+        fx = Effects()
+        if not self.established:
+            if self.now > self.init_limit:
+                fx.abandon = (f"no quorum synced within initLimit; synced with "
+                              f"{sorted(self.newleader_acked)}")
+            return fx
+        silent = [li.sid for li in self.learners.values() if self.now - li.heard > self.sync_limit]
+        for sid in silent:
+            log.warning("event=learner_silent sid=%d half_ticks=%d", sid, self.sync_limit)
+            self.gone(sid)
+        if silent:
+            fx.disconnect = silent
+        ping = q.packet(P.PING, self.last_proposed_zxid)
+        fx.send = [(li.sid, ping) for li in self.learners.values() if li.phase == "uptodate"]
+        alive = 1 + sum(1 for li in self.learners.values()
+                        if not li.observer and li.phase == "uptodate")
+        if alive < self.quorum:
+            fx.abandon = f"not sufficient followers synced, only {alive} of {self.quorum}"
+        return fx
+
+
+_STEP = {
+    P.ACKEPOCH: Leader._on_ackepoch,
+    P.ACK: Leader._on_ack,
+    P.PING: Leader._on_ping,
+    P.REQUEST: Leader._on_request,
+    P.REVALIDATE: Leader._on_revalidate,
+}
+
+SYNC_OP = OpCode.SYNC

@@ -1,0 +1,256 @@
+"""The learner roles of Zab 1.0 (follower and observer) as a sans-I/O state machine.
+
+Discovery: FOLLOWERINFO (or OBSERVERINFO) with our acceptedEpoch; LEADERINFO's epoch is
+accepted durably before ACKEPOCH. Sync: DIFF, TRUNC or SNAP, then proposals and commits
+up to NEWLEADER. Every txn received during sync is made durable, and only then is
+currentEpoch written and NEWLEADER ACKed (the 3.9 order: ZOOKEEPER-3911, -4394, -4643,
+-4646, -4785); the outstanding proposals are ACKed after it. UPTODATE starts serving.
+Broadcast: log each PROPOSAL and ACK it once durable; apply on COMMIT, in zxid order.
+
+Time comes in as tick() calls, one per half tickTime; a leader silent for syncLimit
+(initLimit while syncing) ends the term, as the learner's socket timeout does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+from zkcompat.jute import quorum as q
+from zkcompat.jute import records as r
+from zkcompat.jute.errors import JuteError
+from zkcompat.tree.txn import Txn, decode_txn_at
+from zkcompat.zab.leader import HALF_TICKS_PER_TICK
+from zkcompat.zab.peer import Effects, make_zxid, zxid_epoch
+
+log = logging.getLogger(__name__)
+
+P = q.PacketType
+
+
+def _no_touches() -> list[tuple[int, int]]:
+    return []
+
+
+def decode_proposal(data: bytes | None) -> Txn:
+    if data is None:
+        raise JuteError("PROPOSAL without a txn")
+    return decode_txn_at(data, digest_follows=True)[0]
+
+
+class Learner:
+    def __init__(self, my_sid: int, leader_sid: int, accepted_epoch: int, current_epoch: int,
+                 last_logged_zxid: int, *, observer: bool = False, init_limit_ticks: int = 10,
+                 sync_limit_ticks: int = 5, touched=_no_touches):
+        self.my_sid = my_sid
+        self.leader_sid = leader_sid
+        self.observer = observer
+        self.accepted_epoch = accepted_epoch
+        self.current_epoch = current_epoch
+        self.last_logged_zxid = last_logged_zxid
+        self.init_limit = init_limit_ticks * HALF_TICKS_PER_TICK
+        self.sync_limit = sync_limit_ticks * HALF_TICKS_PER_TICK
+        self.touched = touched  # () -> [(sessionId, timeout)] active since the last ping
+        self.phase = "register"  # register -> sync -> newleader -> uptodate -> broadcast
+        self.epoch = -1
+        self.newleader_zxid = 0
+        self.now = 0
+        self.heard = 0
+        self.last_received_zxid = last_logged_zxid  # the newest txn we were sent
+        self.last_committed_zxid = last_logged_zxid
+        self._proposed: deque[Txn] = deque()  # received, not yet committed, zxid order
+        self._unacked: deque[int] = deque()  # logged or being logged, ACK once durable
+        self._newleader_waiting = False
+
+    # -- discovery --------------------------------------------------------------------
+
+    def start(self) -> Effects:
+        kind = P.OBSERVERINFO if self.observer else P.FOLLOWERINFO
+        info = q.packet(kind, make_zxid(self.accepted_epoch, 0), q.learner_info(self.my_sid))
+        return Effects(send=[(self.leader_sid, info)])
+
+    def step(self, pkt: r.QuorumPacket, snap_tree=None) -> Effects:
+        """A packet from the leader. A SNAP comes with the tree the shell read after it."""
+        self.heard = self.now
+        handler = _STEP.get((self.phase, pkt.type)) or _STEP.get(("*", pkt.type))
+        if handler is None:
+            return self._abandon(f"unexpected packet type {pkt.type} in phase {self.phase}")
+        try:
+            if pkt.type == P.SNAP:
+                return handler(self, pkt, snap_tree)
+            return handler(self, pkt)
+        except JuteError as e:
+            return self._abandon(f"bad packet type {pkt.type}: {e}")
+
+    def _abandon(self, reason: str) -> Effects:
+        fx = Effects()
+        fx.abandon = reason
+        return fx
+
+    def _send(self, pkt) -> tuple[int, r.QuorumPacket]:
+        return (self.leader_sid, pkt)
+
+    def _on_leaderinfo(self, pkt) -> Effects:
+        new_epoch = zxid_epoch(pkt.zxid)
+        fx = Effects()
+        if new_epoch > self.accepted_epoch:
+            acked = self.current_epoch
+            self.accepted_epoch = new_epoch
+            fx.accepted_epoch = new_epoch
+        elif new_epoch == self.accepted_epoch:
+            acked = q.ACKEPOCH_ALREADY_ACCEPTED
+        else:
+            return self._abandon(f"leader's epoch {new_epoch} is below our accepted epoch "
+                                 f"{self.accepted_epoch}")
+        self.epoch = new_epoch
+        self.newleader_zxid = make_zxid(new_epoch, 0)
+        self.phase = "sync"
+        fx.send = [self._send(q.packet(P.ACKEPOCH, self.last_logged_zxid, q.int_payload(acked)))]
+        return fx
+
+    # -- sync -------------------------------------------------------------------------
+
+    def _on_diff(self, pkt) -> Effects:
+        self.phase = "synced"
+        return Effects()
+
+    def _on_trunc(self, pkt) -> Effects:
+        fx = Effects()
+        fx.install = ("trunc", pkt.zxid)
+        self.last_logged_zxid = self.last_received_zxid = self.last_committed_zxid = pkt.zxid
+        self.phase = "synced"
+        return fx
+
+    def _on_snap(self, pkt, tree) -> Effects:
+        if tree is None:
+            return self._abandon("SNAP without its snapshot")
+        fx = Effects()
+        fx.install = ("snap", pkt.zxid, tree)
+        self.last_logged_zxid = self.last_received_zxid = self.last_committed_zxid = pkt.zxid
+        self.phase = "synced"
+        return fx
+
+    def _on_proposal(self, pkt) -> Effects:
+        txn = decode_proposal(pkt.data)
+        if txn.zxid <= self.last_received_zxid:
+            return self._abandon(f"proposal 0x{txn.zxid:x} is not after 0x{self.last_received_zxid:x}")
+        self.last_received_zxid = txn.zxid
+        self._proposed.append(txn)
+        self._unacked.append(txn.zxid)
+        return Effects([txn])
+
+    def _on_commit(self, pkt) -> Effects:
+        proposed = self._proposed
+        if not proposed or proposed[0].zxid != pkt.zxid:
+            head = f"0x{proposed[0].zxid:x}" if proposed else "nothing"
+            return self._abandon(f"commit of 0x{pkt.zxid:x} but the next proposal is {head}")
+        txn = proposed.popleft()
+        self.last_committed_zxid = txn.zxid
+        return Effects(deliver=[txn])
+
+    def _on_inform(self, pkt) -> Effects:
+        """An observer's commit: the txn itself, already decided."""
+        txn = decode_proposal(pkt.data)
+        if txn.zxid <= self.last_received_zxid:
+            return Effects()  # already had it (in our history)
+        self.last_received_zxid = self.last_committed_zxid = txn.zxid
+        return Effects([txn], deliver=[txn])
+
+    def _on_newleader(self, pkt) -> Effects:
+        self.phase = "newleader"
+        self._newleader_waiting = True
+        return self._ack_newleader_if_durable()
+
+    def _ack_newleader_if_durable(self) -> Effects:
+        if not self._newleader_waiting or self.last_logged_zxid < self.last_received_zxid:
+            return Effects()
+        self._newleader_waiting = False
+        fx = Effects()
+        self.current_epoch = self.epoch
+        fx.current_epoch = self.epoch
+        send = [self._send(q.packet(P.ACK, self.newleader_zxid))]
+        if not self.observer:
+            send += [self._send(q.packet(P.ACK, z)) for z in self._unacked]
+        self._unacked.clear()
+        fx.send = send
+        self.phase = "uptodate"
+        return fx
+
+    def _on_uptodate(self, pkt) -> Effects:
+        self.phase = "broadcast"
+        fx = Effects(send=[self._send(q.packet(P.ACK, self.newleader_zxid))])
+        fx.serve = True
+        log.info("event=learner_uptodate sid=%d leader=%d epoch=%d zxid=0x%x", self.my_sid,
+                 self.leader_sid, self.epoch, self.last_committed_zxid)
+        return fx
+
+    # -- broadcast --------------------------------------------------------------------
+
+    def on_persisted(self, zxid: int) -> Effects:
+        """Our log has every txn up to `zxid` durably: ACK what the leader waits for."""
+        self.last_logged_zxid = zxid
+        if self._newleader_waiting:
+            return self._ack_newleader_if_durable()
+        if self.phase != "broadcast" or self.observer:
+            return Effects()
+        unacked = self._unacked
+        send = []
+        while unacked and unacked[0] <= zxid:
+            send.append(self._send(q.packet(P.ACK, unacked.popleft())))
+        return Effects(send=send)
+
+    def _on_ping(self, pkt) -> Effects:
+        reply = q.packet(P.PING, pkt.zxid, q.encode_touches(self.touched()), pkt.authinfo)
+        return Effects(send=[self._send(reply)])
+
+    def _on_sync(self, pkt) -> Effects:
+        fx = Effects()
+        fx.synced = 1
+        return fx
+
+    def _on_revalidate(self, pkt) -> Effects:
+        fx = Effects()
+        fx.revalidated = [q.decode_revalidate_reply(pkt.data)]
+        return fx
+
+    def forward(self, session_id: int, cxid: int, op: int, body: bytes, authinfo) -> Effects:
+        """A client request this server cannot answer alone: to the leader (REQUEST)."""
+        data = q.encode_request(session_id, cxid, op, body)
+        return Effects(send=[self._send(q.packet(P.REQUEST, -1, data, authinfo))])
+
+    def revalidate(self, session_id: int, timeout_ms: int) -> Effects:
+        data = q.encode_revalidate(session_id, timeout_ms)
+        return Effects(send=[self._send(q.packet(P.REVALIDATE, -1, data))])
+
+    # -- time -------------------------------------------------------------------------
+
+    def tick(self) -> Effects:
+        self.now += 1
+        limit = self.sync_limit if self.phase == "broadcast" else self.init_limit
+        if self.now - self.heard > limit:
+            return self._abandon(f"leader {self.leader_sid} silent for {limit} half ticks")
+        return Effects()
+
+
+_STEP = {
+    ("register", P.LEADERINFO): Learner._on_leaderinfo,
+    ("sync", P.DIFF): Learner._on_diff,
+    ("sync", P.TRUNC): Learner._on_trunc,
+    ("sync", P.SNAP): Learner._on_snap,
+    ("synced", P.PROPOSAL): Learner._on_proposal,
+    ("synced", P.COMMIT): Learner._on_commit,
+    ("synced", P.INFORM): Learner._on_inform,
+    ("synced", P.NEWLEADER): Learner._on_newleader,
+    ("newleader", P.PROPOSAL): Learner._on_proposal,
+    ("newleader", P.COMMIT): Learner._on_commit,
+    ("uptodate", P.PROPOSAL): Learner._on_proposal,
+    ("uptodate", P.COMMIT): Learner._on_commit,
+    ("uptodate", P.INFORM): Learner._on_inform,
+    ("uptodate", P.UPTODATE): Learner._on_uptodate,
+    ("broadcast", P.PROPOSAL): Learner._on_proposal,
+    ("broadcast", P.COMMIT): Learner._on_commit,
+    ("broadcast", P.INFORM): Learner._on_inform,
+    ("broadcast", P.SYNC): Learner._on_sync,
+    ("broadcast", P.REVALIDATE): Learner._on_revalidate,
+    ("*", P.PING): Learner._on_ping,
+}
