@@ -1,5 +1,6 @@
 """Apache ZooKeeper's own on-disk files, read with construct: `version-2/snapshot.<zxid>`
-(optionally .gz or .snappy) and `version-2/log.<zxid>`.
+(optionally .gz or .snappy) and `version-2/log.<zxid>`; snapshot files written from a
+DataTree (write_snapshot_file, streaming, through snapstream's writer).
 
 Cold path only (import, dump): declarative construct Structs that also build, so tests
 write exact ZooKeeper files. Rules are ZooKeeper's own: a log ends at its zero padding or
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +36,10 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
+from zkcompat.store.snapstream import CHUNK_BYTES, Progress, SnapshotWriter
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
+from zkcompat.tree.datatree import DataTree
+from zkcompat.tree.digest import DIGEST_VERSION
 from zkcompat.tree.txn import Txn, decode_txn
 
 # FileSnap.SNAP_MAGIC / FileTxnLog.TXNLOG_MAGIC: "ZKSN" / "ZKLG" read as a big-endian int.
@@ -634,3 +639,62 @@ def build_snapshot(sessions: dict[int, int], acls: dict[int, AclTuple],
         out += Int64sb.build(digest[0]) + Int32sb.build(digest[1]) + Int64sb.build(digest[2])
         out += Seal.build({"checksum": zlib.adler32(out), "path": "/"})
     return bytes(out)
+
+
+# -- writing snapshot files from a DataTree -----------------------------------------------
+
+_SEAL_PATH = b"\x00\x00\x00\x01/"  # SnapStream.sealStream: the checksum, then ustring "/"
+_FILE_HEADER = struct.Struct(">iiq")
+_ZXID_DIGEST = struct.Struct(">qiq")  # DataTree.ZxidDigest.serialize: zxid, version, digest
+
+
+def snapshot_file_name(zxid: int) -> str:
+    """FileTxnSnapLog / Util.makeSnapshotName: "snapshot." + Long.toHexString(zxid)."""
+    return f"snapshot.{zxid & 0xFFFFFFFFFFFFFFFF:x}"
+
+
+def snapshot_file_chunks(tree: DataTree, dbid: int = 0, *, zxid_digest: bool = True,
+                         chunk_bytes: int = CHUNK_BYTES, progress: Progress | None = None,
+                         acl_ids: Mapping[int, AclTuple] | None = None) -> Iterator[bytes]:
+    """FileSnap.serialize of tree (uncompressed): FileHeader(ZKSN, 2, dbid), the
+    serializeSnapshot stream, a seal (Adler32 of everything before it as a long, then "/"),
+    then, as ZooKeeper 3.8 does with zookeeper.digest.enabled (its default), the
+    ZxidDigest (last processed zxid, DIGEST_VERSION, tree digest) and a second seal. 3.9.3
+    appends lastProcessedZxid and a third seal; 3.8.0 reads neither that nor needs it.
+
+    Chunks as SnapshotWriter's (`chunk_bytes`), except the header and seals, which come
+    on their own."""
+    head = _FILE_HEADER.pack(SNAP_MAGIC, FILE_FORMAT_VERSION, dbid)
+    checksum = zlib.adler32(head)
+    yield head
+    writer = SnapshotWriter(tree, chunk_bytes=chunk_bytes, progress=progress,
+                            digest=zxid_digest, acl_ids=acl_ids)
+    for chunk in writer.chunks():
+        checksum = zlib.adler32(chunk, checksum)
+        yield chunk
+    seal = struct.pack(">q", checksum) + _SEAL_PATH
+    checksum = zlib.adler32(seal, checksum)
+    yield seal
+    if zxid_digest:
+        assert writer.digest is not None
+        trailer = _ZXID_DIGEST.pack(tree.last_processed_zxid, DIGEST_VERSION, writer.digest)
+        checksum = zlib.adler32(trailer, checksum)
+        yield trailer + struct.pack(">q", checksum) + _SEAL_PATH
+
+
+def write_snapshot_file(tree: DataTree, data_dir: Path, dbid: int = 0,
+                        **options) -> Path:
+    """dataDir/version-2/snapshot.<last processed zxid>, written to a temporary name and
+    renamed (fsync'd), so ZooKeeper never sees half a file; options as
+    snapshot_file_chunks'. Returns the file's path."""
+    vdir = version_dir(Path(data_dir))
+    vdir.mkdir(parents=True, exist_ok=True)
+    path = vdir / snapshot_file_name(tree.last_processed_zxid)
+    tmp = path.with_name(f".{path.name}.tmp")  # no "snapshot." prefix: ZooKeeper skips it
+    with open(tmp, "wb") as f:
+        for chunk in snapshot_file_chunks(tree, dbid, **options):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
