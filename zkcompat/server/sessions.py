@@ -115,6 +115,11 @@ class SessionTracker:
             self._unplace(session)
         return session
 
+    def next_expiration_ms(self) -> int | None:
+        """The earliest bucket boundary (monotonic ms) at which a session may expire, or
+        None with no sessions: when SessionTrackerImpl.run would next poll its queue."""
+        return min(self._buckets) if self._buckets else None
+
     def expired(self, now_ms: int) -> list[Session]:
         """Sessions whose deadline has passed; they are marked closing and leave the queue.
         Sessions in a due bucket that were active meanwhile move to their new bucket."""
