@@ -16,6 +16,9 @@ WRITE_OPS = frozenset((
 
 
 _VALIDATED_OPS = frozenset((OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK))
+# sync only echoes its path: FinalRequestProcessor answers `new SyncResponse(syncRequest
+# .getPath())`, so a null path is OK with a null path back (3.8 and 3.9 alike).
+_NULL_PATH_SAFE_OPS = _VALIDATED_OPS | {OpCode.SYNC}
 
 
 class DeleteContainerRequest:
@@ -69,12 +72,12 @@ class Request:
     def has_npe_path(self) -> bool:
         """A null path where ZooKeeper dereferences it before validating (create, delete and
         reads): it throws, and answers MARSHALLINGERROR. setData, setACL and check validate
-        it first and answer BADARGUMENTS instead."""
+        it first and answer BADARGUMENTS instead; sync never dereferences it."""
         rec = self.record
         if self.type in (OpCode.MULTI, OpCode.MULTI_READ):
             return any(t not in _VALIDATED_OPS and getattr(op, "path", "") is None
                        for t, op in rec)
-        return self.type not in _VALIDATED_OPS and getattr(rec, "path", "") is None
+        return self.type not in _NULL_PATH_SAFE_OPS and getattr(rec, "path", "") is None
 
     def __repr__(self) -> str:
         try:
