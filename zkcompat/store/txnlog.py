@@ -280,3 +280,32 @@ class TxnLog:
                 wb.delete(key)
                 n += 1
         return n
+
+
+class LogHistory:
+    """The committed history a leader syncs learners from (DIFF), read from the txn log up
+    to what the leader says is committed; the zab state machines see only this."""
+
+    def __init__(self, txnlog: TxnLog):
+        self.txnlog = txnlog
+
+    def first_zxid(self) -> int | None:
+        for zxid, _ in self.txnlog.entries(0):
+            return zxid
+        return None
+
+    def contains(self, zxid: int) -> bool:
+        return self.txnlog.db.get(txn_key(zxid)) is not None
+
+    def floor(self, zxid: int) -> int:
+        """The newest logged zxid at or below `zxid` (0 if none)."""
+        for key in self.txnlog.db.iterator(start=txn_key(0), stop=txn_key(zxid + 1),
+                                           reverse=True, include_value=False):
+            return key_zxid(key)
+        return 0
+
+    def txns_between(self, after: int, upto: int) -> Iterator[Txn]:
+        for txn in self.txnlog.read_from(after):
+            if txn.zxid > upto:
+                return
+            yield txn

@@ -117,7 +117,8 @@ class Leader:
         self.epoch = max(connected) + 1
         self.accepted_epoch = self.epoch
         fx.accepted_epoch = self.epoch
-        self.last_proposed_zxid = self.last_committed_zxid  # the old epoch's tail is history
+        # The new epoch's first txn is (epoch, 1); what we logged before is its history.
+        self.last_proposed_zxid = make_zxid(self.epoch, 0)
         log.info("event=new_epoch epoch=%d sid=%d learners=%s", self.epoch, self.my_sid,
                  sorted(self.learners))
         for li in self.learners.values():

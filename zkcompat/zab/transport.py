@@ -1,0 +1,175 @@
+"""The quorum port's asyncio shell: QuorumPackets between a leader and its learners.
+
+Packets travel unframed, one jute record after another; a SNAP packet is followed by the
+tree in ZooKeeper's snapshot serialization and the "BenWasHere" signature, which this
+layer streams out (leader) or reads in (learner) before the next packet. The role state
+machines never see a socket: they get decoded packets and return what to send.
+A malformed packet closes that one connection with a logged reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from zkcompat.jute import quorum as q
+from zkcompat.jute.errors import JuteError
+from zkcompat.store.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
+from zkcompat.zab.leader import Snap
+
+log = logging.getLogger(__name__)
+
+P = q.PacketType
+# A learner whose output buffer grows past this is not keeping up: ZooKeeper's
+# LearnerHandler queue is unbounded, ours drops the learner, which then resyncs.
+OUTPUT_BUFFER_MAX_BYTES = 256 * 1024 * 1024
+SNAP_PROGRESS_EVERY_NODES = 100_000
+CONNECT_ATTEMPTS = 5  # Learner.connectToLeader: 5 tries
+CONNECT_RETRY_S = 1.0
+
+
+class QuorumConnection(asyncio.Protocol):
+    """One quorum-port connection. `on_packet(conn, pkt, snap_tree)` gets each packet (a
+    SNAP with the tree read after it, on a learner); `on_lost(conn)` once it closes."""
+
+    def __init__(self, on_packet: Callable, on_lost: Callable, *, reads_snap: bool = False):
+        self.on_packet = on_packet
+        self.on_lost = on_lost
+        self.reads_snap = reads_snap
+        self.transport: asyncio.Transport | None = None
+        self.sid: int | None = None  # the learner's, once its first packet named it
+        self.remote = "?"
+        self._buf = bytearray()
+        self._snap: SnapReader | None = None
+        self._snap_pkt = None
+        self._closed = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc) -> None:
+        if not self._closed:
+            self._closed = True
+            self.on_lost(self)
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.info("event=quorum_connection_closed remote=%s sid=%s reason=%r", self.remote,
+                 self.sid, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self.on_lost(self)
+
+    # -- in ---------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._received(data)
+        except (JuteError, SnapStreamError) as e:
+            self.close(f"malformed quorum traffic: {e}")
+
+    def _received(self, data: bytes) -> None:
+        if self._snap is not None:
+            self._snap.feed(data)
+            if not self._snap.done:
+                return
+            self._snap_finished()
+            data = b""
+        buf = self._buf
+        buf += data
+        off = 0
+        while not self._closed:
+            end = q.packet_end(buf, off)
+            if end < 0:
+                break
+            pkt, _ = q.decode_packet(buf, off)
+            off = end
+            if pkt.type == P.SNAP and self.reads_snap:
+                rest = bytes(buf[off:])
+                del buf[:]
+                self._start_snap(pkt)
+                if rest:
+                    self._received(rest)
+                return
+            self.on_packet(self, pkt, None)
+        del buf[:off]
+
+    def _start_snap(self, pkt) -> None:
+        log.info("event=snap_receiving zxid=0x%x", pkt.zxid)
+        self._snap_pkt = pkt
+        self._snap = SnapReader(pkt.zxid, progress=_snap_progress("snap_received"))
+
+    def _snap_finished(self) -> None:
+        result = self._snap.result()
+        pkt = self._snap_pkt
+        self._snap = self._snap_pkt = None
+        log.info("event=snap_received zxid=0x%x nodes=%d", pkt.zxid, len(result.tree.nodes))
+        self.on_packet(self, pkt, result.tree)
+        if result.rest and not self._closed:
+            self._received(result.rest)
+
+    # -- out --------------------------------------------------------------------------
+
+    def send(self, packets: list) -> None:
+        """Packets in order; a Snap streams the given tree in place (SNAP + snapshot)."""
+        if self._closed or self.transport is None:
+            return
+        out = bytearray()
+        for pkt in packets:
+            if isinstance(pkt, tuple):  # (Snap, tree)
+                self.transport.write(bytes(out))
+                out = bytearray()
+                self._write_snap(pkt[1])
+                continue
+            pkt.encode(out)
+        if out:
+            self.transport.write(bytes(out))
+        if self.transport.get_write_buffer_size() > OUTPUT_BUFFER_MAX_BYTES:
+            self.close("learner is not reading: output buffer over its bound")
+
+    def _write_snap(self, tree) -> None:
+        """The whole tree, at once: the loop applies nothing while it is serialised, so
+        the snapshot is exact at its zxid and the later packets follow it."""
+        zxid = tree.last_processed_zxid
+        log.info("event=snap_sending sid=%s zxid=0x%x nodes=%d", self.sid, zxid, len(tree.nodes))
+        self.transport.write(q.packet(P.SNAP, zxid).to_bytes())
+        progress = _snap_progress("snap_sent", self.sid)
+        for chunk in snap_stream_chunks(tree, progress=progress):
+            self.transport.write(chunk)
+        log.info("event=snap_sent sid=%s zxid=0x%x", self.sid, zxid)
+
+
+def _snap_progress(event: str, sid=None):
+    state = {"next": SNAP_PROGRESS_EVERY_NODES}
+
+    def progress(done: int, total: int | None = None) -> None:
+        if done >= state["next"]:
+            state["next"] += SNAP_PROGRESS_EVERY_NODES
+            log.info("event=%s_progress sid=%s nodes=%d total=%s", event, sid, done, total)
+    return progress
+
+
+def is_snap(item) -> bool:
+    return isinstance(item, Snap)
+
+
+async def connect_to_leader(host: str, port: int, on_packet, on_lost) -> QuorumConnection:
+    """Learner.connectToLeader: a few tries, a second apart."""
+    loop = asyncio.get_running_loop()
+    last: Exception | None = None
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            _, conn = await loop.create_connection(
+                lambda: QuorumConnection(on_packet, on_lost, reads_snap=True), host, port)
+            return conn
+        except OSError as e:
+            last = e
+            log.info("event=leader_connect_failed host=%s port=%d attempt=%d error=%r", host,
+                     port, attempt + 1, str(e))
+            await asyncio.sleep(CONNECT_RETRY_S)
+    raise ConnectionError(f"cannot reach the leader at {host}:{port}: {last}")
