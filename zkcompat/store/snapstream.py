@@ -338,6 +338,11 @@ class SnapReader:
     def bytes_read(self) -> int:
         return self._consumed + len(self._buf)
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete item held until more arrive (at most one node's)."""
+        return len(self._buf)
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._error is not None:
             raise self._error
@@ -485,11 +490,13 @@ class SnapReader:
                 if plen < 0 or plen > limit:
                     raise self._fail(off, f"node path of length {plen} (at most {limit})")
                 d0 = off + 4 + plen
-                if end - d0 < 4:
+                if end < d0:
                     break
                 raw = view[off + 4:d0].tobytes()
                 if raw == b"/":
                     return self._end_of_nodes(off, d0)
+                if end - d0 < 4:
+                    break
                 (dlen,) = unpack_int(buf, d0)
                 if dlen < -1 or dlen > limit:
                     raise self._fail(d0, f"data of length {dlen} for node {raw!r} "
