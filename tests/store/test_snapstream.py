@@ -341,3 +341,15 @@ def test_stream_without_signature_ends_at_the_mark(tail):
     reader.feed(raw)
     assert reader.done and reader.result().rest == tail
     assert_same_tree(tree, reader.result().tree)
+
+
+def test_children_out_of_step_never_end_a_stream():
+    tree = sample_tree()
+    tree.nodes = dict(reversed(list(tree.nodes.items())))
+    tree.nodes["/app"].children = None  # a bug elsewhere: /app's children unreachable
+    chunks = []
+    with pytest.raises(AssertionError, match="walked"):
+        chunks.extend(snap_stream_chunks(tree, chunk_bytes=64))
+    reader = SnapReader()
+    reader.feed(b"".join(chunks))
+    assert not reader.done

@@ -177,13 +177,18 @@ class SnapshotWriter:
             yield from nodes.items()
             return
         stack = [ROOT]
+        walked = 0
         while stack:
             path = stack.pop()
             node = nodes[path]
             yield path, node
+            walked += 1
             if node.children:
                 base = "" if path == ROOT else path
                 stack.extend(f"{base}/{c}" for c in sorted(node.children, reverse=True))
+        # Children sets out of step with the nodes: stop before the "/" end mark, so the
+        # receiver sees an incomplete stream rather than a tree with nodes missing.
+        assert walked == len(nodes), f"walked {walked} of {len(nodes)} nodes from the root"
 
     def _head(self) -> bytearray:
         out = bytearray()
