@@ -49,7 +49,6 @@ JAVA_HASHMAP_LOAD_FACTOR = 0.75
 JAVA_HASHMAP_CAPACITY_MAX = 1 << 30
 
 _INT = struct.Struct(">i")
-_LONG = struct.Struct(">q")
 _SESSION = struct.Struct(">qi")
 _ACL_ENTRY_HEAD = struct.Struct(">qi")  # the cache entry's id, its ACL vector's length
 # acl id, then StatPersisted: what DataNode.serialize writes after the data buffer.
