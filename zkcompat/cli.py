@@ -9,6 +9,7 @@ import click
 
 from zkcompat import cli_tools
 from zkcompat import config as zkconfig
+from zkcompat.ensemble_cmd import ensemble as ensemble_group
 from zkcompat.store.datadir import RecoveryError
 
 
@@ -81,6 +82,7 @@ def bench(args) -> None:
 
 
 cli_tools.register(main)
+main.add_command(ensemble_group)
 
 if __name__ == "__main__":
     main()

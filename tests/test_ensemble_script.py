@@ -1,0 +1,244 @@
+"""scripts/ensemble end to end: start 3, status, kill the leader, a new leader, start-server
+brings it back as a follower, stop-server and stop leave no process and no open port.
+
+test_ensemble_script_zookeeper runs the script on real ZooKeeper 3.8 (the hidden --kind
+zookeeper); test_ensemble_script_zkcompat runs the same exercise on zkcompat's own servers,
+and passes once zkcompat replicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from zkcompat import ensemble_cmd
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = REPO_ROOT / "scripts" / "ensemble"
+COMMAND_TIMEOUT_S = 200.0  # start waits up to 120 s for the servers itself
+ELECTION_TIMEOUT_S = 60.0  # a new leader after the old one is killed
+CLIENT_TIMEOUT_S = 15.0
+CONNECT_LINE = re.compile(r"connect: (127\.0\.0\.1:\d+)(,127\.0\.0\.1:\d+)*")
+STATUS_LINE = re.compile(r"server\.(\d+) (127\.0\.0\.1:\d+) (\S+)")
+
+
+def _run(directory: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(SCRIPT), *args, "--dir", str(directory)], capture_output=True,
+                          text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if ok:
+        assert done.returncode == 0, (f"ensemble {' '.join(args)}: rc {done.returncode}\n"
+                                      f"{done.stdout}\n{done.stderr}\n{_logs(directory)}")
+    return done
+
+
+def _logs(directory: Path, lines: int = 15) -> str:
+    out = []
+    for log in sorted(directory.glob("*/server.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        out.append(f"--- {log} ---\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
+def _status(directory: Path) -> dict[int, tuple[str, str]]:
+    lines = _run(directory, "status").stdout.splitlines()
+    found = [STATUS_LINE.fullmatch(line) for line in lines]
+    assert all(found), lines
+    return {int(m.group(1)): (m.group(2), m.group(3)) for m in found}
+
+
+def _modes(status: dict[int, tuple[str, str]]) -> dict[int, str]:
+    return {sid: mode for sid, (_, mode) in status.items()}
+
+
+def _wait_modes(directory: Path, want, timeout_s: float = ELECTION_TIMEOUT_S) -> dict[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        modes = _modes(_status(directory))
+        if want(modes):
+            return modes
+        assert time.monotonic() < deadline, f"status stayed {modes}\n{_logs(directory)}"
+        time.sleep(0.5)
+
+
+def _one_leader(modes: dict[int, str], down: int | None = None) -> bool:
+    up = {sid: mode for sid, mode in modes.items() if sid != down}
+    return (sorted(up.values()) == ["follower"] * (len(up) - 1) + ["leader"]
+            and (down is None or modes[down] == "down"))
+
+
+def _recorded_pids(directory: Path) -> dict[int, int]:
+    state = json.loads((directory / "ensemble.json").read_text())
+    return {int(k): m["pid"] for k, m in state["members"].items()}
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody has reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+
+
+def _refuses(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return False
+    except OSError:
+        return True
+
+
+def _client(hosts: str) -> KazooClient:
+    zk = KazooClient(hosts=hosts, timeout=10.0)
+    zk.start(timeout=CLIENT_TIMEOUT_S)
+    return zk
+
+
+def _cleanup(directory: Path) -> None:
+    """Whatever the test did, end what it started: `stop`, then SIGKILL by recorded PID
+    (only while /proc shows it is still that server)."""
+    if not (directory / "ensemble.json").exists():
+        return
+    subprocess.run([str(SCRIPT), "stop", "--dir", str(directory)], capture_output=True,
+                   timeout=COMMAND_TIMEOUT_S)
+    state = ensemble_cmd.load_state(directory)
+    for m in state.members.values() if state else ():
+        if ensemble_cmd.is_ours(m.pid, m.cfg):
+            os.kill(m.pid, signal.SIGKILL)
+
+
+def _check_start(directory: Path, done: subprocess.CompletedProcess) -> list[str]:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and CONNECT_LINE.fullmatch(lines[0]), done.stdout
+    addresses = lines[0].removeprefix("connect: ").split(",")
+    assert len(addresses) == 3
+    state = json.loads((directory / "ensemble.json").read_text())
+    ports = [p for m in state["members"].values()
+             for p in (m["client_port"], m["quorum_port"], m["election_port"])]
+    assert len(set(ports)) == 9, ports
+    for sid in (1, 2, 3):
+        assert (directory / str(sid) / "myid").read_text().strip() == str(sid)
+        assert (directory / str(sid) / "server.log").exists()
+        cfg = (directory / f"zoo{sid}.cfg").read_text()
+        for line in ("4lw.commands.whitelist=*", "initLimit=10", "syncLimit=5",
+                     "tickTime=2000", f"dataDir={directory / str(sid)}"):
+            assert line in cfg.splitlines(), cfg
+        assert all(f"server.{k}=127.0.0.1:" in cfg for k in (1, 2, 3)), cfg
+    return addresses
+
+
+def _exercise(directory: Path, *start_args: str) -> None:
+    try:
+        addresses = _check_start(directory, _run(directory, "start", "3", *start_args))
+        status = _status(directory)
+        assert [status[sid][0] for sid in (1, 2, 3)] == addresses
+        modes = _wait_modes(directory, _one_leader)
+        leader = next(sid for sid, mode in modes.items() if mode == "leader")
+
+        zk = _client(",".join(addresses))
+        try:
+            zk.create("/ensemble-script", b"before the crash")
+        finally:
+            zk.stop()
+            zk.close()
+
+        leader_pid = _recorded_pids(directory)[leader]
+        _run(directory, "kill", str(leader))
+        assert _gone(leader_pid)
+        modes = _wait_modes(directory, lambda m: _one_leader(m, down=leader))
+        assert modes[leader] == "down"
+
+        restarted = _run(directory, "start-server", str(leader))
+        assert _recorded_pids(directory)[leader] != leader_pid
+        assert restarted.stdout.split()[-1] == "follower", restarted.stdout
+        modes = _wait_modes(directory, _one_leader)
+        assert modes[leader] == "follower"
+        zk = _client(status[leader][0])  # the restarted server alone: it has the data
+        try:
+            assert zk.get("/ensemble-script")[0] == b"before the crash"
+        finally:
+            zk.stop()
+            zk.close()
+
+        follower = next(sid for sid, mode in modes.items() if mode == "follower")
+        follower_pid = _recorded_pids(directory)[follower]
+        _run(directory, "stop-server", str(follower))
+        assert _gone(follower_pid) and _refuses(status[follower][0])
+
+        pids = _recorded_pids(directory)
+        _run(directory, "stop")
+        assert all(_gone(pid) for pid in pids.values()), pids
+        assert all(_refuses(address) for address in addresses)
+        assert set(_modes(_status(directory)).values()) == {"down"}
+    finally:
+        _cleanup(directory)
+
+
+@pytest.mark.timeout(400)
+def test_ensemble_script_zookeeper(tmp_path):
+    _exercise(tmp_path / "ensemble", "--kind", "zookeeper")
+
+
+@pytest.mark.timeout(400)
+def test_ensemble_script_zkcompat(tmp_path):
+    """The same exercise on zkcompat's servers: passes once zkcompat replicates."""
+    _exercise(tmp_path / "ensemble")
+
+
+@pytest.mark.timeout(120)
+def test_start_that_times_out_names_the_servers_and_fails(tmp_path):
+    directory = tmp_path / "ensemble"
+    try:
+        done = _run(directory, "start", "3", "--kind", "zookeeper", "--timeout", "0.2", ok=False)
+        assert done.returncode != 0 and done.stdout == ""
+        named = re.findall(r"^server\.(\d) 127\.0\.0\.1:\d+ did not come up", done.stderr,
+                           re.MULTILINE)
+        assert named and set(named) <= {"1", "2", "3"}, done.stderr
+        assert _run(directory, "start", "3", "--kind", "zookeeper", ok=False).returncode != 0
+    finally:
+        _cleanup(directory)
+    assert all(_gone(pid) for pid in _recorded_pids(directory).values())
+
+
+@pytest.mark.timeout(60)
+def test_only_recorded_processes_of_ours_are_signalled(tmp_path):
+    """A recorded PID whose command line does not name the server's zoo.cfg (a recycled
+    PID) is never signalled: not by kill, stop-server or stop."""
+    directory = tmp_path / "ensemble"
+    directory.mkdir()
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ens = ensemble_cmd.Ensemble("zkcompat")
+        for sid in (1, 2, 3):
+            ens.members[sid] = ensemble_cmd.Member(
+                sid, client_port=1, quorum_port=2, election_port=3,
+                cfg=str(directory / f"zoo{sid}.cfg"), data_dir=str(directory / str(sid)),
+                pid=bystander.pid)
+        ensemble_cmd.save_state(directory, ens)
+        assert not ensemble_cmd.is_ours(bystander.pid, ens.members[1].cfg)
+        _run(directory, "kill", "1")
+        _run(directory, "stop-server", "2")
+        _run(directory, "stop")
+        assert bystander.poll() is None
+        assert set(_modes(_status(directory)).values()) == {"down"}
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    directory = tmp_path / "ensemble"
+    assert _run(directory, "start", "4", ok=False).returncode == 2  # click: 3, 5 or 7
+    missing = _run(directory, "status", ok=False)
+    assert missing.returncode == 1 and "no ensemble" in missing.stderr

@@ -1,0 +1,414 @@
+"""`zkcompat ensemble`: 3, 5 or 7 servers on 127.0.0.1, started detached and ended by PID.
+
+D/ensemble.json records each server's ports, zoo.cfg and PID; a PID is signalled only while
+/proc/PID/cmdline still names that server's zoo.cfg, so a recycled PID is never hit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+
+HOST = "127.0.0.1"
+STATE_FILE = "ensemble.json"
+KINDS = ("zkcompat", "zookeeper")
+# What `srvr` says once a server serves clients (ZooKeeper's QuorumPeer.ServerState names,
+# "read-only" for a ReadOnlyZooKeeperServer); `start-server` wants it back in the ensemble.
+START_MODES = frozenset({"leader", "follower", "observer", "read-only", "standalone"})
+RESTART_MODES = START_MODES - {"standalone"}
+START_TIMEOUT_S = 120.0  # three JVMs electing a leader on a loaded 2-core box
+STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
+GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
+POLL_S = 0.25
+FOUR_LETTER_TIMEOUT_S = 2.0
+ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+_LOG4J_CONSOLE = """\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n
+"""
+
+
+@dataclass
+class Member:
+    """One server of the ensemble: its ports, its files and the PID it last ran as."""
+
+    sid: int
+    client_port: int
+    quorum_port: int
+    election_port: int
+    cfg: str  # absolute path of its zoo.cfg: the mark of our process in /proc/PID/cmdline
+    data_dir: str
+    pid: int | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.data_dir) / "server.log"
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.client_port}"
+
+
+@dataclass
+class Ensemble:
+    kind: str
+    members: dict[int, Member] = field(default_factory=dict)
+
+    @property
+    def connect_string(self) -> str:
+        return ",".join(m.address for m in self.members.values())
+
+
+# -- state --------------------------------------------------------------------------------
+
+
+def _state_path(directory: Path) -> Path:
+    return directory / STATE_FILE
+
+
+def load_state(directory: Path) -> Ensemble | None:
+    path = _state_path(directory)
+    if not path.is_file():
+        return None
+    raw = json.loads(path.read_text())
+    members = {int(k): Member(**v) for k, v in raw["members"].items()}
+    return Ensemble(raw["kind"], dict(sorted(members.items())))
+
+
+def save_state(directory: Path, ensemble: Ensemble) -> None:
+    raw = {"kind": ensemble.kind,
+           "members": {str(k): asdict(m) for k, m in ensemble.members.items()}}
+    tmp = _state_path(directory).with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(raw, indent=2) + "\n")
+    tmp.replace(_state_path(directory))
+
+
+def _require_state(directory: Path) -> Ensemble:
+    ensemble = load_state(directory)
+    if ensemble is None:
+        raise click.ClickException(f"no ensemble in {directory} (no {STATE_FILE}; "
+                                   "`ensemble start N` makes one)")
+    return ensemble
+
+
+def _member(ensemble: Ensemble, sid: int) -> Member:
+    if sid not in ensemble.members:
+        raise click.ClickException(f"no server.{sid} in this ensemble (servers "
+                                   f"{', '.join(map(str, ensemble.members))})")
+    return ensemble.members[sid]
+
+
+# -- processes: only ours, by PID -----------------------------------------------------------
+
+
+def is_ours(pid: int | None, cfg: str) -> bool:
+    """The PID runs, is no zombie, and its command line names this server's zoo.cfg."""
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]  # comm, in parentheses, may hold spaces
+    return state not in ("Z", "X") and os.fsencode(cfg) in cmdline
+
+
+def _signal(member: Member, sig: signal.Signals) -> bool:
+    """Send sig to the member's recorded PID if it is still our process."""
+    if not is_ours(member.pid, member.cfg):
+        return False
+    try:
+        os.kill(member.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+
+
+def _port_refuses(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1.0):
+            return False
+    except OSError:
+        return True
+
+
+def _stop(members: list[Member], grace_s: float = STOP_GRACE_S) -> list[Member]:
+    """SIGTERM, wait, SIGKILL the rest, then wait for their client ports to close.
+    Returns the members that could not be brought down."""
+    for m in members:
+        _signal(m, signal.SIGTERM)
+    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), grace_s)
+    for m in members:
+        if _signal(m, signal.SIGKILL):
+            click.echo(f"server.{m.sid}: no exit {grace_s:.0f}s after SIGTERM, sent SIGKILL",
+                       err=True)
+    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), GONE_TIMEOUT_S)
+    _wait_until(lambda: all(_port_refuses(m.client_port) for m in members), GONE_TIMEOUT_S)
+    return [m for m in members if is_ours(m.pid, m.cfg) or not _port_refuses(m.client_port)]
+
+
+# -- four-letter words -----------------------------------------------------------------------
+
+
+def server_mode(port: int) -> str | None:
+    """The Mode line of `srvr`, or None if the server does not answer one."""
+    try:
+        with socket.create_connection((HOST, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
+            s.sendall(b"srvr")
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+    except OSError:
+        return None
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        if line.startswith("Mode: "):
+            return line[len("Mode: "):].strip()
+    return None
+
+
+def _wait_serving(members: list[Member], modes: frozenset[str],
+                  timeout_s: float) -> dict[int, str]:
+    """Wait until each member's srvr says one of `modes`; returns why each of those that
+    did not, did not (empty when all serve). Stops early once the rest have exited."""
+    pending = {m.sid: m for m in members}
+    why = {sid: "no answer to srvr" for sid in pending}
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        for sid, m in list(pending.items()):
+            mode = server_mode(m.client_port)
+            if mode in modes:
+                del pending[sid]
+                why.pop(sid)
+            elif not is_ours(m.pid, m.cfg):
+                why[sid] = "process exited"
+            elif mode is not None:
+                why[sid] = f"Mode: {mode}"
+        if pending and all(why[sid] == "process exited" for sid in pending):
+            break
+        if pending:
+            time.sleep(POLL_S)
+    return why
+
+
+# -- configuration and start ------------------------------------------------------------------
+
+
+def _free_ports(n: int) -> list[int]:
+    """n distinct loopback ports that were free a moment ago (all bound at once)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _plan(directory: Path, size: int, kind: str) -> Ensemble:
+    ports = _free_ports(3 * size)
+    ensemble = Ensemble(kind)
+    for sid in range(1, size + 1):
+        client, quorum, election = ports[3 * (sid - 1): 3 * sid]
+        ensemble.members[sid] = Member(sid, client, quorum, election,
+                                       cfg=str(directory / f"zoo{sid}.cfg"),
+                                       data_dir=str(directory / str(sid)))
+    return ensemble
+
+
+def _cfg_text(ensemble: Ensemble, member: Member) -> str:
+    from zkcompat.bench.servers import BASE_CFG, ENSEMBLE_CFG  # noqa: PLC0415
+
+    settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
+                "clientPort": member.client_port, "clientPortAddress": HOST}
+    for m in ensemble.members.values():
+        settings[f"server.{m.sid}"] = (f"{HOST}:{m.quorum_port}:{m.election_port};"
+                                       f"{HOST}:{m.client_port}")
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def _write_files(ensemble: Ensemble) -> None:
+    for m in ensemble.members.values():
+        data_dir = Path(m.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "myid").write_text(f"{m.sid}\n")
+        Path(m.cfg).write_text(_cfg_text(ensemble, m))
+
+
+def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    if kind == "zookeeper":
+        from zkcompat.bench.servers import (  # noqa: PLC0415
+            ZOOKEEPER_HEAP_MAX,
+            ZOOKEEPER_QUORUM_MAIN,
+            zookeeper_classpath,
+        )
+
+        log4j = Path(member.data_dir) / "log4j.properties"
+        log4j.write_text(_LOG4J_CONSOLE)
+        return ["java", ZOOKEEPER_HEAP_MAX, ZOOKEEPER_GC, f"-Dlog4j.configuration=file:{log4j}",
+                "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
+                ZOOKEEPER_QUORUM_MAIN, member.cfg], env
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return [sys.executable, "-m", "zkcompat", "serve", "--config", member.cfg], env
+
+
+def _spawn(kind: str, member: Member) -> int:
+    """Start the server detached (its own session, output to its server.log); its PID."""
+    argv, env = _command(kind, member)
+    with open(member.log_path, "ab") as out:
+        popen = subprocess.Popen(argv, cwd=member.data_dir, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return popen.pid  # never waited for here: the server outlives this command
+
+
+def _prepare(directory: Path, size: int, kind: str) -> Ensemble:
+    """A new ensemble in directory, or the stopped one there again (same ports and data)."""
+    old = load_state(directory)
+    if old is None:
+        return _plan(directory, size, kind)
+    running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
+    if running:
+        raise click.ClickException(f"{directory} already runs server.{running[0]}; "
+                                   "`ensemble stop` it first")
+    if (len(old.members), old.kind) != (size, kind):
+        raise click.ClickException(f"{directory} holds a {len(old.members)}-server {old.kind} "
+                                   "ensemble; remove it or use another --dir")
+    return old
+
+
+def _report_failures(ensemble: Ensemble, why: dict[int, str], timeout_s: float) -> None:
+    for sid, reason in why.items():
+        m = ensemble.members[sid]
+        within = "" if reason == "process exited" else f" within {timeout_s:g}s"
+        click.echo(f"server.{sid} {m.address} did not come up{within}: {reason} "
+                   f"(log {m.log_path})", err=True)
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+_DIR_OPTION = click.option("--dir", "directory", default="ensemble", show_default=True,
+                           type=click.Path(file_okay=False, path_type=Path),
+                           help="Where the configs, data, logs and ensemble.json live.")
+
+
+def _absolute(directory: Path) -> Path:
+    return directory.expanduser().resolve()
+
+
+@click.group()
+def ensemble() -> None:
+    """A local ensemble of 3, 5 or 7 servers on 127.0.0.1 (scripts/ensemble)."""
+
+
+@ensemble.command()
+@click.argument("size", type=click.Choice(["3", "5", "7"]))
+@_DIR_OPTION
+@click.option("--kind", type=click.Choice(KINDS), default="zkcompat", hidden=True)
+@click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
+def start(size: str, directory: Path, kind: str, timeout_s: float) -> None:
+    """Start SIZE servers; print `connect: ...` once every one serves."""
+    directory = _absolute(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ens = _prepare(directory, int(size), kind)
+    _write_files(ens)
+    for m in ens.members.values():
+        m.pid = _spawn(kind, m)
+        save_state(directory, ens)  # recorded at once: `stop` can end it whatever follows
+    why = _wait_serving(list(ens.members.values()), START_MODES, timeout_s)
+    if why:
+        _report_failures(ens, why, timeout_s)
+        raise SystemExit(1)
+    click.echo(f"connect: {ens.connect_string}")
+
+
+@ensemble.command()
+@_DIR_OPTION
+def status(directory: Path) -> None:
+    """One line per server: server.K 127.0.0.1:PORT MODE (MODE from srvr, or down)."""
+    ens = _require_state(_absolute(directory))
+    for m in ens.members.values():
+        click.echo(f"server.{m.sid} {m.address} {server_mode(m.client_port) or 'down'}")
+
+
+@ensemble.command()
+@click.argument("sid", type=int)
+@_DIR_OPTION
+def kill(sid: int, directory: Path) -> None:
+    """SIGKILL server SID, as a crash would."""
+    m = _member(_require_state(_absolute(directory)), sid)
+    if not _signal(m, signal.SIGKILL):
+        click.echo(f"server.{sid} is not running", err=True)
+        return
+    if not _wait_until(lambda: not is_ours(m.pid, m.cfg), GONE_TIMEOUT_S):
+        raise click.ClickException(f"server.{sid} (pid {m.pid}) survived SIGKILL")
+
+
+@ensemble.command("stop-server")
+@click.argument("sid", type=int)
+@_DIR_OPTION
+def stop_server(sid: int, directory: Path) -> None:
+    """Stop server SID (SIGTERM); return once its client port refuses connections."""
+    m = _member(_require_state(_absolute(directory)), sid)
+    if _stop([m]):
+        raise click.ClickException(f"server.{sid} is still up (pid {m.pid}, {m.address})")
+
+
+@ensemble.command("start-server")
+@click.argument("sid", type=int)
+@_DIR_OPTION
+@click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
+def start_server(sid: int, directory: Path, timeout_s: float) -> None:
+    """Start server SID again on its data; return once it serves in the ensemble."""
+    directory = _absolute(directory)
+    ens = _require_state(directory)
+    m = _member(ens, sid)
+    if is_ours(m.pid, m.cfg):
+        raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
+    if not _port_refuses(m.client_port):
+        raise click.ClickException(f"{m.address} is taken by another process")
+    m.pid = _spawn(ens.kind, m)
+    save_state(directory, ens)
+    why = _wait_serving([m], RESTART_MODES, timeout_s)
+    if why:
+        _report_failures(ens, why, timeout_s)
+        raise SystemExit(1)
+    click.echo(f"server.{sid} {m.address} {server_mode(m.client_port) or 'down'}")
+
+
+@ensemble.command()
+@_DIR_OPTION
+def stop(directory: Path) -> None:
+    """Stop every server (SIGTERM, then SIGKILL after a grace period), by PID."""
+    ens = _require_state(_absolute(directory))
+    left = _stop(list(ens.members.values()))
+    if left:
+        raise click.ClickException("still up: " + ", ".join(f"server.{m.sid}" for m in left))
