@@ -16,6 +16,7 @@ from zkcompat.zab.election import (
     FastLeaderElection,
     QuorumServer,
     Vote,
+    properties_order,
     quorum_config_bytes,
     total_order_predicate,
 )
@@ -488,3 +489,31 @@ def test_config_bytes_follow_java_hashmap_order() -> None:
 def test_config_bytes_refuse_unknown_roles() -> None:
     with pytest.raises(ValueError):
         quorum_config_bytes([QuorumServer(1, "h", 1, 2, "voter")])
+
+
+# What java.util.Properties (OpenJDK 17) iterates, for keys loaded in this order.
+ZOO_CFG_KEYS = ["tickTime", "clientPortAddress", "maxClientCnxns", "forceSync", "snapCount",
+                "admin.enableServer", "4lw.commands.whitelist", "dataDir", "clientPort",
+                "initLimit", "syncLimit", "server.1", "server.2", "server.3", "server.17",
+                "server.4"]
+JAVA_PROPERTIES_ORDER = ["dataDir", "4lw.commands.whitelist", "syncLimit", "server.17",
+                         "clientPortAddress", "server.2", "forceSync", "admin.enableServer",
+                         "server.1", "tickTime", "clientPort", "initLimit", "server.4",
+                         "snapCount", "server.3", "maxClientCnxns"]
+
+
+def test_properties_order_is_java_17s() -> None:
+    assert properties_order(ZOO_CFG_KEYS) == JAVA_PROPERTIES_ORDER  # one resize at 12 keys
+    assert properties_order(["server.1", "server.17", "server.33", "server.2"]) == [
+        "server.33", "server.2", "server.1", "server.17"]
+    assert properties_order(["a", "b", "a"]) == ["a", "b"]
+
+
+def test_config_bytes_take_colliding_sids_in_properties_order() -> None:
+    servers = [QuorumServer(sid, "h", 1, 2) for sid in (1, 2, 3, 17, 4)]
+    names = [line.split(b"=")[0] for line in
+             quorum_config_bytes(servers, ZOO_CFG_KEYS).split(b"\n")][:-1]
+    assert names == [b"server.17", b"server.1", b"server.2", b"server.3", b"server.4"]
+    with pytest.raises(ValueError):
+        quorum_config_bytes(servers, ["server.1"])
+

@@ -396,16 +396,20 @@ _ROLES = ("participant", "observer")
 STATIC_CONFIG_VERSION = 0
 
 
-def quorum_config_bytes(servers: Iterable[Sequence]) -> bytes:
+def quorum_config_bytes(servers: Iterable[Sequence],
+                        cfg_keys: Sequence[str] | None = None) -> bytes:
     """QuorumMaj.toString().getBytes(UTF_8) for a static zoo.cfg with these server lines:
-    "server.N=host:qport:eport:role[;clientHost:clientPort]\\n" per member, then
+    "server.N=host:qport:eport:role[;clientHost:clientPort]\n" per member, then
     "version=0" with no newline.
 
     A server line without a client part prints none on every server (its own client
-    address comes from clientPort and is marked isClientAddrFromStatic). Members come in
-    java.util.HashMap<Long> order: ascending sid while sids are distinct modulo the table
-    size (16 for up to 12 servers); sids sharing a bucket keep the order given here,
-    where ZooKeeper's depends on its Properties table.
+    address comes from clientPort and is marked isClientAddrFromStatic).
+
+    Members come in java.util.HashMap<Long> order: by sid modulo the table size (16 up to
+    12 servers, then 32, ...). Sids sharing a slot (1 and 17) come in the order
+    QuorumMaj(Properties) met them, which is java.util.Properties' (a ConcurrentHashMap
+    of every zoo.cfg key): pass cfg_keys, all keys of zoo.cfg in file order, to get it
+    exactly; without them such sids keep the order given here.
 
     Send exactly this: a 3.8 peer parses it (configFromString); a config version above
     its own makes a LOOKING ZooKeeper reconfigure to it, an unparsable one is logged
@@ -413,6 +417,12 @@ def quorum_config_bytes(servers: Iterable[Sequence]) -> bytes:
     RuntimeException there (a non-numeric server.X id) kills its WorkerReceiver thread.
     """
     members = [QuorumServer(*s) for s in servers]
+    if cfg_keys is not None:
+        rank = {key: i for i, key in enumerate(properties_order(cfg_keys))}
+        missing = [m.sid for m in members if f"server.{m.sid}" not in rank]
+        if missing:
+            raise ValueError(f"cfg_keys lack server.N for {missing}")
+        members.sort(key=lambda m: rank[f"server.{m.sid}"])
     lines = [f"server.{m.sid}={_server_value(m)}\n" for m in _hashmap_order(members)]
     return ("".join(lines) + f"version={STATIC_CONFIG_VERSION:x}").encode()
 
@@ -444,3 +454,62 @@ def _long_hash_bucket(sid: int, capacity: int) -> int:
     v = sid & ((1 << 64) - 1)
     h = (v ^ (v >> 32)) & _INT_MASK
     return (h ^ (h >> 16)) & (capacity - 1)
+
+
+# java.util.Properties() is a ConcurrentHashMap(8): a 16-bin table resized at 3/4 full.
+_CHM_CAPACITY = 16
+_CHM_HASH_BITS = 0x7FFFFFFF
+_CHM_TREEIFY_THRESHOLD = 8
+
+
+def properties_order(keys: Sequence[str]) -> list[str]:
+    """The order a java.util.Properties (Java 17) iterates keys put in this order, as
+    Properties.load puts a file's keys: ConcurrentHashMap bins in index order, each bin
+    in insertion order except as transfer() rearranges it on a resize. A bin of more than
+    TREEIFY_THRESHOLD keys (which Java turns into a tree or a bigger table) is refused."""
+    table: list[list[tuple[int, str]]] = [[] for _ in range(_CHM_CAPACITY)]
+    count = 0
+    for key in keys:
+        h = _chm_spread(_java_string_hash(key))
+        bin_ = table[h & (len(table) - 1)]
+        if any(k == key for _, k in bin_):
+            continue  # a repeated key keeps its place
+        if len(bin_) >= _CHM_TREEIFY_THRESHOLD:
+            raise ValueError(f"{key!r}: bin of {len(bin_) + 1} keys is not modelled")
+        bin_.append((h, key))
+        count += 1
+        while count >= len(table) - (len(table) >> 2):
+            table = _chm_transfer(table)
+    return [key for bin_ in table for _, key in bin_]
+
+
+def _chm_transfer(table: list[list[tuple[int, str]]]) -> list[list[tuple[int, str]]]:
+    """ConcurrentHashMap.transfer for one thread: each bin splits by the new hash bit;
+    the longest tail on one side is kept as is, the nodes before it are prepended."""
+    n = len(table)
+    out: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
+    for i, bin_ in enumerate(table):
+        if not bin_:
+            continue
+        run_start = len(bin_) - 1
+        run_bit = bin_[run_start][0] & n
+        while run_start > 0 and bin_[run_start - 1][0] & n == run_bit:
+            run_start -= 1
+        sides: dict[int, list[tuple[int, str]]] = {0: [], n: []}
+        sides[run_bit] = list(bin_[run_start:])
+        for node in bin_[:run_start]:
+            sides[node[0] & n].insert(0, node)
+        out[i], out[i + n] = sides[0], sides[n]
+    return out
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & _INT_MASK
+    return h
+
+
+def _chm_spread(h: int) -> int:
+    return (h ^ (h >> 16)) & _CHM_HASH_BITS
