@@ -28,9 +28,10 @@ async def run_expirer(pipeline, tick_ms: int, *, clock_ms: Callable[[], int] = _
     """Call pipeline.expire_sessions() at every boundary of pipeline.tracker's buckets,
     until cancelled. An early wake-up (a timer rounded down) just sleeps the rest."""
     assert tick_ms > 0, tick_ms
-    tracker = pipeline.tracker
     while True:
-        wait_ms = expirer_wait_ms(tracker.next_expiration_ms(), clock_ms(), tick_ms)
+        # Looked up each time: a role change may give the pipeline a new tracker.
+        next_ms = pipeline.tracker.next_expiration_ms()
+        wait_ms = expirer_wait_ms(next_ms, clock_ms(), tick_ms)
         if wait_ms > 0:
             await sleep(wait_ms / 1000)
             continue
