@@ -78,7 +78,7 @@ class Config:
     container_max_per_minute: int = 10_000  # znode.container.maxPerMinute
     container_max_never_used_ms: int = 300_000  # znode.container.maxNeverUsedIntervalMs
     outstanding_requests_max: int = OUTSTANDING_REQUESTS_MAX
-    server_id: int = 0  # dataDir/myid; 0: no myid file (ZooKeeper's UNSET_SERVERID)
+    server_id: int = 0  # dataDir/myid; 0: none (ZooKeeper's UNSET_SERVERID is -1)
     servers: dict[int, QuorumServer] = field(default_factory=dict)  # server.N lines by N
     init_limit: int = 0  # ticks; 0: unset, which an ensemble refuses
     sync_limit: int = 0  # ticks; 0: unset, which an ensemble refuses
