@@ -486,6 +486,21 @@ def test_config_bytes_follow_java_hashmap_order() -> None:
         f"server.{sid}".encode() for sid in range(1, 21)]
 
 
+def test_config_bytes_take_any_object_with_the_fields() -> None:
+    @dataclass(frozen=True)
+    class Line:  # the shape of zkcompat.config.QuorumServer
+        sid: int
+        host: str
+        quorum_port: int
+        election_port: int
+        role: str = "participant"
+        client_host: str | None = None
+        client_port: int | None = None
+
+    assert quorum_config_bytes([Line(2, "h", 1, 2, "observer", None, 7)]) == (
+        b"server.2=h:1:2:observer;0.0.0.0:7\nversion=0")
+
+
 def test_config_bytes_refuse_unknown_roles() -> None:
     with pytest.raises(ValueError):
         quorum_config_bytes([QuorumServer(1, "h", 1, 2, "voter")])

@@ -101,7 +101,7 @@ class Notification:
         buf = bytes(payload)
         size = len(buf)
         if size < NOTIFICATION_MIN_BYTES:
-            raise JuteError(f"notification of {size} bytes is shorter than {NOTIFICATION_MIN_BYTES}")
+            raise JuteError(f"notification of {size} bytes, under {NOTIFICATION_MIN_BYTES}")
         state, leader, zxid, election_epoch = _HEAD.unpack_from(buf)
         version = 0
         config = b""
@@ -116,9 +116,9 @@ class Notification:
             config_length, pos = _read(_INT, buf, pos, "config length")
             # WorkerReceiver bounds it by the whole message, then reads it (underflow).
             if config_length < 0 or config_length > size:
-                raise JuteError(f"invalid config length {config_length} in a {size}-byte notification")
+                raise JuteError(f"invalid config length {config_length} in {size} bytes")
             if pos + config_length > size:
-                raise JuteError(f"config of {config_length} bytes runs past the end of the notification")
+                raise JuteError(f"config of {config_length} bytes runs past the end")
             config = buf[pos:pos + config_length]
         try:
             known_state = ServerState(state)
@@ -158,10 +158,10 @@ def encode_connection_header(sid: int, addresses: list[tuple[str, int]],
     if protocol_version not in (PROTOCOL_VERSION_V1, PROTOCOL_VERSION_V2):
         raise ValueError(f"unknown protocol version {protocol_version}")
     if not addresses or (protocol_version == PROTOCOL_VERSION_V1 and len(addresses) != 1):
-        raise ValueError(f"protocol version {protocol_version} cannot carry {len(addresses)} addresses")
+        raise ValueError(f"version {protocol_version} cannot carry {len(addresses)} addresses")
     text = "|".join(format_election_address(h, p) for h, p in addresses).encode()
     if len(text) > INITIAL_MESSAGE_MAX_BYTES:
-        raise ValueError(f"election address of {len(text)} bytes exceeds {INITIAL_MESSAGE_MAX_BYTES}")
+        raise ValueError(f"election address of {len(text)} bytes, over {INITIAL_MESSAGE_MAX_BYTES}")
     return _HEADER_V1.pack(protocol_version, sid, len(text)) + text
 
 

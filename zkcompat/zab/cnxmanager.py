@@ -151,6 +151,10 @@ class QuorumCnxManager:
         for sid in sorted(self._peers):
             self.connect_one(sid)
 
+    @property
+    def listening(self) -> bool:
+        return self._server is not None and self._server.is_serving()
+
     def have_delivered(self) -> bool:
         return any(not p.queue for p in self._peers.values())
 
@@ -347,7 +351,8 @@ class QuorumCnxManager:
         try:
             self.on_message(sid, payload)
         except Exception:
-            log.exception("event=election_message_handler_failed my_sid=%d sid=%d", self.my_sid, sid)
+            log.exception("event=election_message_handler_failed my_sid=%d sid=%d",
+                          self.my_sid, sid)
 
     def _finish(self, conn: _Connection, reason: str) -> None:
         if conn.closed:

@@ -387,6 +387,14 @@ class QuorumServer(NamedTuple):
     client_port: int | None = None
 
 
+def as_quorum_server(s: object) -> QuorumServer:
+    """A QuorumServer from a 7-tuple or from anything with those attributes (such as
+    zkcompat.config.QuorumServer)."""
+    if isinstance(s, tuple):
+        return QuorumServer(*s)
+    return QuorumServer(*(getattr(s, name) for name in QuorumServer._fields))
+
+
 # java.util.HashMap's defaults: the order QuorumMaj.toString walks its members in.
 _HASHMAP_CAPACITY = 16
 _HASHMAP_LOAD_FACTOR = 0.75
@@ -396,7 +404,7 @@ _ROLES = ("participant", "observer")
 STATIC_CONFIG_VERSION = 0
 
 
-def quorum_config_bytes(servers: Iterable[Sequence],
+def quorum_config_bytes(servers: Iterable[object],
                         cfg_keys: Sequence[str] | None = None) -> bytes:
     """QuorumMaj.toString().getBytes(UTF_8) for a static zoo.cfg with these server lines:
     "server.N=host:qport:eport:role[;clientHost:clientPort]\n" per member, then
@@ -416,7 +424,7 @@ def quorum_config_bytes(servers: Iterable[Sequence],
     ("Something went wrong while processing config"), and one that raises a
     RuntimeException there (a non-numeric server.X id) kills its WorkerReceiver thread.
     """
-    members = [QuorumServer(*s) for s in servers]
+    members = [as_quorum_server(s) for s in servers]
     if cfg_keys is not None:
         rank = {key: i for i, key in enumerate(properties_order(cfg_keys))}
         missing = [m.sid for m in members if f"server.{m.sid}" not in rank]

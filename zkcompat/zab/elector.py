@@ -27,8 +27,8 @@ from zkcompat.zab.election import (
     MAX_NOTIFICATION_INTERVAL_MS,
     ElectionEffects,
     FastLeaderElection,
-    QuorumServer,
     Vote,
+    as_quorum_server,
     quorum_config_bytes,
 )
 
@@ -42,12 +42,12 @@ class Elector:
     """Server my_sid's leader election among `servers` (QuorumServer tuples); cfg_keys,
     zoo.cfg's keys in file order, make the config bytes exact (quorum_config_bytes)."""
 
-    def __init__(self, my_sid: int, servers: Sequence[Sequence], *,
+    def __init__(self, my_sid: int, servers: Sequence[object], *,
                  finalize_wait_ms: int = FINALIZE_WAIT_MS,
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS,
                  cfg_keys: Sequence[str] | None = None,
                  rng: random.Random | None = None) -> None:
-        members = [QuorumServer(*s) for s in servers]
+        members = [as_quorum_server(s) for s in servers]
         config = quorum_config_bytes(members, cfg_keys)
         voters = frozenset(m.sid for m in members if m.role != _OBSERVER)
         observers = frozenset(m.sid for m in members if m.role == _OBSERVER)
