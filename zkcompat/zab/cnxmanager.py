@@ -2,22 +2,6 @@
 ZooKeeper 3.8's wire, carrying framed messages; only the connection the larger sid opened
 survives. Message bytes go up to a callback; what they mean is zab/elector.py's business.
 
-Rules, as QuorumCnxManager (3.8.0):
-- every connection starts with the opener's header (zkcompat.jute.election), written in
-  one write: ZooKeeper reads the address with a single read();
-- we connect to a larger sid: send the header, close, and wait for it to connect back;
-  a smaller sid connects to us: read its header, close, drop any connection we had to
-  it, and connect back (to the address in its header, else the configured one); a
-  larger sid connects to us: keep it, replacing any older connection to it;
-- one send queue per peer of SEND_CAPACITY (1): a new message replaces the one waiting,
-  so a peer only ever gets our newest vote; the message last written is written again
-  when a new connection to that peer starts with nothing queued (SendWorker.run);
-- have_delivered() is haveDelivered(): true when SOME peer's queue is empty;
-- a malformed header or frame, or a header not complete within header_timeout_ms,
-  closes that one connection with a logged reason.
-Reconnects (ours, not ZooKeeper's, which retries only when FastLeaderElection sends):
-while a message waits for a peer, we retry with backoff from reconnect_min_ms doubling
-to reconnect_max_ms, jittered by the injected RNG.
 Every event is logged as one key=value line: event=election_connected sid=2 ...
 """
 
@@ -89,7 +73,25 @@ class _Peer:
 
 class QuorumCnxManager:
     """Election connections of server my_sid; `addresses` maps sid -> election address
-    (ours included: we listen there). on_message(sid, payload) gets each message."""
+    (ours included: we listen there). on_message(sid, payload) gets each message.
+
+    Rules, as QuorumCnxManager (3.8.0):
+    - every connection starts with the opener's header (zkcompat.jute.election), written in
+      one write: ZooKeeper reads the address with a single read();
+    - we connect to a larger sid: send the header, close, and wait for it to connect back;
+      a smaller sid connects to us: read its header, close, drop any connection we had to
+      it, and connect back (to the address in its header, else the configured one); a
+      larger sid connects to us: keep it, replacing any older connection to it;
+    - one send queue per peer of SEND_CAPACITY (1): a new message replaces the one waiting,
+      so a peer only ever gets our newest vote; the message last written is written again
+      when a new connection to that peer starts with nothing queued (SendWorker.run);
+    - have_delivered() is haveDelivered(): true when SOME peer's queue is empty;
+    - a malformed header or frame, or a header not complete within header_timeout_ms,
+      closes that one connection with a logged reason.
+    Reconnects (ours, not ZooKeeper's, which retries only when FastLeaderElection sends):
+    while a message waits for a peer, we retry with backoff from reconnect_min_ms doubling
+    to reconnect_max_ms, jittered by the injected RNG.
+    """
 
     def __init__(self, my_sid: int, addresses: Mapping[int, Address], on_message: OnMessage, *,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,

@@ -1,5 +1,5 @@
 """FastLeaderElection of ZooKeeper 3.8.0 as a sans-I/O state machine: notifications and
-ticks in, ElectionEffects out. The shell owns sockets and the clock (zab/cnxmanager.py).
+ticks in, ElectionEffects out. The shell owns sockets and the clock (zab/elector.py).
 
     fle = FastLeaderElection(my_sid, voters, observers, quorum_config_bytes(servers))
     fx = fle.look(last_zxid, peer_epoch, now_ms)   # a new round: logicalclock+1, vote for self
@@ -11,29 +11,6 @@ Every call returns ElectionEffects; the shell sends `send` in order (each to its
 when `decided` is set the round is over: the machine already answers LOOKING peers with
 that vote (WorkerReceiver's rule), until serve() updates the vote or look() starts again.
 `connect_all` asks the shell to (re)connect to every peer it has queued messages for.
-
-What lookForLeader and WorkerReceiver do, reproduced (Java names in brackets):
-- votes are ordered by (peerEpoch, zxid, sid) [totalOrderPredicate]; a quorum is a
-  strict majority of the voters [QuorumMaj.containsQuorum];
-- our own notifications to ourselves loop back through the same path, after the input
-  that caused them [QuorumCnxManager.toSend to mySid];
-- after a quorum agrees with our proposal we wait finalize_wait_ms; a better vote in that
-  window resumes the election, any other notification is dropped and restarts the wait;
-- a higher electionEpoch resets recvset and our proposal; a lower LOOKING one is answered
-  with our proposal; LOOKING notifications are ignored while our or its zxid is -1;
-- FOLLOWING/LEADING notifications count in recvset (same electionEpoch) and always in
-  outofelection; either decides once a quorum agrees and the leader is known LEADING
-  [checkLeader] (ZOOKEEPER-1732, ZOOKEEPER-1805 for the vote equality);
-- non-voters are answered at once with our current vote and ignored; notifications for
-  a non-voting leader are ignored; observers propose nobody (Long.MIN_VALUE) and decide
-  OBSERVING;
-- the notification timeout starts at finalize_wait_ms and doubles up to
-  max_notification_interval_ms; on it we resend our vote if have_delivered, else ask
-  for connect_all [manager.haveDelivered].
-Not reproduced: reconfig (received config bytes are carried, never applied), weights
-and hierarchical quorums, the QuorumOracleMaj of 2-server ensembles, and a notification
-received before the first look() (dropped: the shell starts its network after look()).
-3.9.3 behaves identically.
 
 quorum_config_bytes() gives the config bytes 3.8 puts in each notification.
 """
@@ -111,7 +88,31 @@ def total_order_predicate(new: tuple[int, int, int], cur: tuple[int, int, int]) 
 
 
 class FastLeaderElection:
-    """One server's leader election; see the module docstring for the contract."""
+    """One server's leader election; the module docstring has the contract.
+
+    What lookForLeader and WorkerReceiver do, reproduced (Java names in brackets):
+    - votes are ordered by (peerEpoch, zxid, sid) [totalOrderPredicate]; a quorum is a
+      strict majority of the voters [QuorumMaj.containsQuorum];
+    - our own notifications to ourselves loop back through the same path, after the input
+      that caused them [QuorumCnxManager.toSend to mySid];
+    - after a quorum agrees with our proposal we wait finalize_wait_ms; a better vote in that
+      window resumes the election, any other notification is dropped and restarts the wait;
+    - a higher electionEpoch resets recvset and our proposal; a lower LOOKING one is answered
+      with our proposal; LOOKING notifications are ignored while our or its zxid is -1;
+    - FOLLOWING/LEADING notifications count in recvset (same electionEpoch) and always in
+      outofelection; either decides once a quorum agrees and the leader is known LEADING
+      [checkLeader] (ZOOKEEPER-1732, ZOOKEEPER-1805 for the vote equality);
+    - non-voters are answered at once with our current vote and ignored; notifications for
+      a non-voting leader are ignored; observers propose nobody (Long.MIN_VALUE) and decide
+      OBSERVING;
+    - the notification timeout starts at finalize_wait_ms and doubles up to
+      max_notification_interval_ms; on it we resend our vote if have_delivered, else ask
+      for connect_all [manager.haveDelivered].
+    Not reproduced: reconfig (received config bytes are carried, never applied), weights
+    and hierarchical quorums, the QuorumOracleMaj of 2-server ensembles, and a notification
+    received before the first look() (dropped: the shell starts its network after look()).
+    3.9.3 behaves identically.
+    """
 
     def __init__(self, my_sid: int, voters: frozenset[int], observers: frozenset[int],
                  config_bytes: bytes, *, finalize_wait_ms: int = FINALIZE_WAIT_MS,
