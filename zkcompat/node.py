@@ -1,4 +1,5 @@
-"""One server process, wired from a Config: the standalone role (an ensemble of one)."""
+"""One server process, wired from a Config: standalone (an ensemble of one) or a member of
+an ensemble (zkcompat/quorum.py runs its terms); both serve through the same Pipeline."""
 
 import asyncio
 import gc
@@ -8,8 +9,10 @@ import sys
 from dataclasses import dataclass, field
 
 from zkcompat.config import Config
+from zkcompat.quorum import QuorumPeer
 from zkcompat.server.admin import Admin
 from zkcompat.server.connection import Connection
+from zkcompat.server.expirer import run_expirer
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
@@ -34,6 +37,9 @@ GIL_SWITCH_INTERVAL_S = 0.0001
 # and full-collection pauses of up to 400 ms by default; 26 µs and pauses of ~15-20 ms at
 # these values. Ephemeral create+delete: 9% fewer instructions per request (cachegrind).
 GC_THRESHOLDS = (50_000, 20, 100)
+# A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId),
+# whatever its myid says; an ensemble member uses its myid.
+STANDALONE_SERVER_ID = 1
 
 
 @dataclass(eq=False)
@@ -41,9 +47,13 @@ class ServerContext:
     """What every connection of this server shares."""
 
     config: Config
-    pipeline: Pipeline
+    pipeline: Pipeline | None
     datadir: DataDir
     snapshotter: Snapshotter
+    tree: object = None
+    mode: str = "standalone"  # what srvr says: standalone, leader, follower, observer
+    serving: bool = True  # an ensemble member serves clients only while its role does
+    expirer: asyncio.Task | None = None
     connections: set = field(default_factory=set)
     admin: Admin | None = None
     loopmon: LoopMonitor = field(default_factory=LoopMonitor)
@@ -51,22 +61,34 @@ class ServerContext:
 
 
 def build_standalone(config: Config) -> ServerContext:
+    ctx = _build(config)
+    last = ctx.tree.last_processed_zxid
+    peer = Leader.standalone(STANDALONE_SERVER_ID, zxid_epoch(last), last)
+    ctx.pipeline = _pipeline(ctx, ctx.tree, peer)
+    ctx.pipeline.restore_sessions()
+    return ctx
+
+
+def _build(config: Config) -> ServerContext:
     datadir = DataDir(config.data_dir, config.data_log_dir, sync=config.force_sync)
     tree = datadir.recover()
     gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
-    last = tree.last_processed_zxid
-    peer = Leader.standalone(config.server_id or 1, zxid_epoch(last), last)
-    # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId).
-    pipeline = Pipeline(tree, peer, datadir.txnlog, config.tick_time_ms, config.server_id or 1,
-                        config.extended_types_enabled, config.enforce_quota)
-    pipeline.restore_sessions()
     snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,
                               purge=config.purge_interval_hours > 0)
-    pipeline.on_applied = snapshotter.txn_applied
-    pipeline.on_fatal = _stop_acknowledging
-    ctx = ServerContext(config, pipeline, datadir, snapshotter)
+    ctx = ServerContext(config, None, datadir, snapshotter, tree)
     ctx.admin = Admin(ctx)
     return ctx
+
+
+def _pipeline(ctx: ServerContext, tree, peer, shell=None) -> Pipeline:
+    config = ctx.config
+    pipeline = Pipeline(tree, peer, ctx.datadir.txnlog, config.tick_time_ms,
+                        config.server_id if config.is_ensemble else STANDALONE_SERVER_ID,
+                        config.extended_types_enabled,
+                        config.enforce_quota, shell)
+    pipeline.on_applied = ctx.snapshotter.txn_applied
+    pipeline.on_fatal = _stop_acknowledging
+    return pipeline
 
 
 def _stop_acknowledging() -> None:
@@ -95,33 +117,60 @@ class _Listener(Connection):
         super().connection_made(transport)
 
 
+def _refuse_connection() -> asyncio.Protocol:
+    return _NotServing()
+
+
+class _NotServing(asyncio.Protocol):
+    """A client of a member that is between roles (electing, syncing): closed at once, as
+    ZooKeeper closes it, so the client tries its next server."""
+
+    def connection_made(self, transport) -> None:
+        transport.close()
+
+
 async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     gc.set_threshold(*GC_THRESHOLDS)
     if not config.force_sync:
         log.warning("event=force_sync_off detail=%r",
                     "forceSync=no: acknowledged writes can be lost on power failure")
-    ctx = build_standalone(config)
+    if config.is_ensemble:
+        ctx = _build(config)
+        ctx.serving = False
+        ctx.mode = "looking"
+        member = QuorumPeer(config, ctx, ctx.datadir,
+                            lambda tree, peer, shell: _pipeline(ctx, tree, peer, shell))
+    else:
+        ctx = build_standalone(config)
+        member = None
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: _Listener(ctx), config.client_port_address, config.client_port,
-        reuse_address=True,
+        lambda: _Listener(ctx) if ctx.serving else _refuse_connection(),
+        config.client_port_address, config.client_port, reuse_address=True,
     )
     addr = server.sockets[0].getsockname()
-    log.info("event=listening address=%s port=%d mode=standalone data_dir=%s zxid=0x%x",
-             addr[0], addr[1], config.data_dir, ctx.pipeline.tree.last_processed_zxid)
+    log.info("event=listening address=%s port=%d mode=%s data_dir=%s zxid=0x%x",
+             addr[0], addr[1], "ensemble" if member else "standalone", config.data_dir,
+             ctx.tree.last_processed_zxid)
     if ready is not None:
         ready.set_result(addr)
     ctx.loopmon.start()
-    reaper = asyncio.create_task(run_reaper(
-        ctx.pipeline, config.container_check_interval_ms, config.container_max_per_minute,
-        config.container_max_never_used_ms))
-    tick_s = config.tick_time_ms / 1000
+    tasks = [asyncio.create_task(run_reaper(
+        lambda: ctx.pipeline if ctx.serving and ctx.pipeline.leading else None,
+        config.container_check_interval_ms, config.container_max_per_minute,
+        config.container_max_never_used_ms))]
+    if member is None:
+        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, config.tick_time_ms))
+        tasks.append(ctx.expirer)
+    else:
+        tasks.append(asyncio.create_task(member.run()))
     try:
         async with server:
-            while True:
-                await asyncio.sleep(tick_s)
-                ctx.pipeline.expire_sessions()
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
     finally:
-        reaper.cancel()
+        for task in tasks:
+            task.cancel()
         ctx.loopmon.stop()

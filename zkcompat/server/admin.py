@@ -80,7 +80,7 @@ class Admin:
             f"Connections: {len(self.server.connections)}\n"
             f"Outstanding: {self._outstanding()}\n"
             f"Zxid: 0x{self._pipeline.tree.last_processed_zxid:x}\n"
-            "Mode: standalone\n"
+            f"Mode: {self.server.mode}\n"
             f"Node count: {self._node_count()}\n"
         )
 
@@ -168,7 +168,7 @@ class Admin:
             open_fds = -1
         rows = [
             ("zk_version", VERSION_LINE),
-            ("zk_server_state", "standalone"),
+            ("zk_server_state", self.server.mode),
             ("zk_ephemerals_count", sum(len(v) for v in p.tree.ephemerals.values())),
             ("zk_num_alive_connections", len(self.server.connections)),
             ("zk_avg_latency", f"{st.latency.avg:.1f}"),
@@ -187,7 +187,24 @@ class Admin:
             ("zk_uptime", int((time.monotonic() - self.started) * 1000)),
             ("zk_snap_count", 0 if self.server.snapshotter.last is None else 1),
         ]
+        rows += self._leader_rows(p)
         return "".join(f"{k}\t{v}\n" for k, v in rows)
+
+    def _leader_rows(self, p) -> list[tuple[str, object]]:
+        """The leader's gauges (LeaderZooKeeperServer.registerMetrics); zk_followers is the
+        name 3.4's mntr used for the learner count, which tools still read."""
+        if self.server.mode != "leader":
+            return []
+        learners = list(p.peer.learners.values())
+        synced = [li for li in learners if li.phase == "uptodate"]
+        return [
+            ("zk_learners", len(learners)),
+            ("zk_followers", len(learners)),
+            ("zk_synced_followers", sum(1 for li in synced if not li.observer)),
+            ("zk_synced_non_voting_followers", 0),  # every follower here votes
+            ("zk_synced_observers", sum(1 for li in synced if li.observer)),
+            ("zk_pending_syncs", sum(len(v) for v in p.peer._pending_syncs.values())),
+        ]
 
     def wchs(self, cnxn) -> str:
         # DataTree.dumpWatchesSummary reports the data watches only.

@@ -35,11 +35,19 @@ def candidates(tree, now_ms: int, max_never_used_ms: int) -> list[str]:
     return out
 
 
-async def run_reaper(pipeline, interval_ms: int, max_per_minute: int, max_never_used_ms: int):
+async def run_reaper(leading_pipeline, interval_ms: int, max_per_minute: int,
+                     max_never_used_ms: int):
+    """Only a leader reaps (ContainerManager runs on the leader): `leading_pipeline()` is
+    the pipeline while this server leads, else None."""
     gap_s = 60.0 / max_per_minute
     while True:
         await asyncio.sleep(interval_ms / 1000)
+        pipeline = leading_pipeline()
+        if pipeline is None:
+            continue
         for path in candidates(pipeline.tree, time.time_ns() // 1_000_000, max_never_used_ms):
+            if leading_pipeline() is not pipeline:
+                break
             log.info("event=reap_candidate path=%s", path)
             pipeline.submit(None, Request(0, 0, OpCode.DELETE_CONTAINER,
                                           DeleteContainerRequest(path), None, []))

@@ -1,0 +1,257 @@
+"""One member of an ensemble: elect, then serve a term as leader or learner, and again.
+
+As ZooKeeper's QuorumPeer.run: every term starts from the local history (tree + log) and
+ends when the role gives up (no quorum, leader gone); client connections close with the
+term, so clients move on to a server that serves. A term's pipeline is the same Pipeline
+a standalone server runs, with the role's ZAB state machine as its peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from zkcompat.config import Config, LearnerType
+from zkcompat.jute import quorum as q
+from zkcompat.jute.election import ServerState
+from zkcompat.jute.errors import JuteError
+from zkcompat.server.expirer import run_expirer
+from zkcompat.server.pipeline import Pipeline
+from zkcompat.store.epochs import EpochFiles
+from zkcompat.store.txnlog import LogHistory
+from zkcompat.zab.election import quorum_config_bytes
+from zkcompat.zab.elector import Elector
+from zkcompat.zab.leader import Leader, Snap
+from zkcompat.zab.learner import Learner
+from zkcompat.zab.peer import zxid_epoch
+from zkcompat.zab.transport import QuorumConnection, connect_to_leader
+
+log = logging.getLogger(__name__)
+
+MODE_NAMES = {ServerState.LEADING: "leader", ServerState.FOLLOWING: "follower",
+              ServerState.OBSERVING: "observer", ServerState.LOOKING: "looking"}
+
+
+class Term:
+    """One role's time in office: the pipeline's QuorumShell, and the way it ends."""
+
+    def __init__(self, peer: QuorumPeer):
+        self.qp = peer
+        self.ctx = peer.ctx
+        self.ended = asyncio.Event()
+        self.reason = ""
+        self.pipeline: Pipeline | None = None
+        self.conns: dict[int, QuorumConnection] = {}
+
+    # -- QuorumShell ------------------------------------------------------------------
+
+    def write_epochs(self, accepted, current) -> None:
+        self.qp.epochs.write(accepted, current)
+
+    def install(self, what) -> None:
+        self.qp.install(what, self.pipeline)
+
+    def send(self, messages: list) -> None:
+        by_sid: dict[int, list] = defaultdict(list)
+        for sid, pkt in messages:
+            if isinstance(pkt, Snap):
+                pkt = (pkt, self.pipeline.tree)
+            by_sid[sid].append(pkt)
+        for sid, pkts in by_sid.items():
+            conn = self.conns.get(sid)
+            if conn is not None:
+                conn.send(pkts)
+
+    def serve(self) -> None:
+        self.qp.start_serving(self.pipeline)
+
+    def abandon(self, reason: str) -> None:
+        self.end(reason)
+
+    def disconnect(self, sids: list) -> None:
+        for sid in sids:
+            conn = self.conns.pop(sid, None)
+            if conn is not None:
+                conn.close("dropped by the leader")
+
+    def end(self, reason: str) -> None:
+        if not self.ended.is_set():
+            self.reason = reason
+            self.ended.set()
+
+
+class QuorumPeer:
+    def __init__(self, config: Config, ctx, datadir, build_pipeline):
+        self.config = config
+        self.ctx = ctx
+        self.datadir = datadir
+        self.build_pipeline = build_pipeline  # (tree, peer, shell) -> Pipeline
+        self.sid = config.server_id
+        self.me = config.servers[self.sid]
+        self.observer = self.me.role == LearnerType.OBSERVER
+        self.tree = ctx.tree
+        self.epochs = EpochFiles(config.data_dir, zxid_epoch(self.tree.last_processed_zxid))
+        servers = sorted(config.servers.values(), key=lambda s: s.sid)
+        cfg_keys = list(config.raw)  # zoo.cfg's keys in file order: the exact config bytes
+        self.config_bytes = quorum_config_bytes(servers, cfg_keys)
+        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys)
+        self.state = ServerState.LOOKING
+
+    async def run(self) -> None:
+        try:
+            while True:
+                self.state = ServerState.LOOKING
+                vote = await self.elector.elect(self.tree.last_processed_zxid,
+                                                self.epochs.current)
+                self.state = vote.state
+                # From now on LOOKING peers hear our vote: the leader we serve with.
+                self.elector.serve(vote.state, vote)
+                log.info("event=elected leader=%d my_sid=%d state=%s zxid=0x%x", vote.leader,
+                         self.sid, MODE_NAMES.get(vote.state, vote.state),
+                         self.tree.last_processed_zxid)
+                term = Term(self)
+                try:
+                    if vote.state == ServerState.LEADING:
+                        await self._lead(term)
+                    else:
+                        await self._learn(term, vote.leader)
+                except (ConnectionError, OSError) as e:
+                    term.end(f"{type(e).__name__}: {e}")
+                finally:
+                    self._end_term(term)
+        finally:
+            await self.elector.close()
+
+    # -- leading ----------------------------------------------------------------------
+
+    async def _lead(self, term: Term) -> None:
+        cfg = self.config
+        leader = Leader(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
+                        self.tree.last_processed_zxid, LogHistory(self.datadir.txnlog),
+                        init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
+                        config_bytes=self.config_bytes)
+        pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
+
+        def on_packet(conn, pkt, _tree):
+            if conn.sid is None:
+                sid = _learner_sid(pkt)
+                if sid is None:
+                    conn.close("first packet is not FOLLOWERINFO or OBSERVERINFO")
+                    return
+                old = term.conns.get(sid)
+                if old is not None and old is not conn:
+                    old.close("the learner connected again")
+                conn.sid = sid
+                term.conns[sid] = conn
+                pipeline.obey(leader.connected(sid, pkt))
+                return
+            pipeline.obey(leader.step(conn.sid, pkt))
+
+        def on_lost(conn):
+            if conn.sid is not None and term.conns.get(conn.sid) is conn:
+                del term.conns[conn.sid]
+                pipeline.obey(leader.gone(conn.sid))
+
+        loop = asyncio.get_running_loop()
+        host = "0.0.0.0" if cfg.quorum_listen_on_all_ips else self.me.host
+        server = await loop.create_server(lambda: QuorumConnection(on_packet, on_lost),
+                                          host, self.me.quorum_port, reuse_address=True)
+        try:
+            pipeline.obey(leader.start())
+            await self._tick_until_ended(term, leader, pipeline)
+        finally:
+            server.close()
+            for conn in list(term.conns.values()):
+                conn.close("leader term ended")
+
+    # -- learning ---------------------------------------------------------------------
+
+    async def _learn(self, term: Term, leader_sid: int) -> None:
+        cfg = self.config
+        target = cfg.servers[leader_sid]
+        learner = Learner(self.sid, leader_sid, self.epochs.accepted, self.epochs.current,
+                          self.tree.last_processed_zxid, observer=self.observer,
+                          init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit)
+        pipeline = term.pipeline = self.build_pipeline(self.tree, learner, term)
+        learner.touched = pipeline.touched
+
+        def on_packet(conn, pkt, snap_tree):
+            pipeline.obey(learner.step(pkt, snap_tree))
+
+        def on_lost(conn):
+            term.end("connection to the leader lost")
+
+        conn = await connect_to_leader(target.host, target.quorum_port, on_packet, on_lost)
+        conn.sid = leader_sid
+        term.conns[leader_sid] = conn
+        try:
+            pipeline.obey(learner.start())
+            await self._tick_until_ended(term, learner, pipeline)
+        finally:
+            conn.close("learner term ended")
+
+    async def _tick_until_ended(self, term: Term, role, pipeline: Pipeline) -> None:
+        half_tick_s = self.config.tick_time_ms / 2000
+        while not term.ended.is_set():
+            try:
+                await asyncio.wait_for(term.ended.wait(), half_tick_s)
+            except TimeoutError:
+                pipeline.obey(role.tick())
+
+    # -- the term's effects on this server -------------------------------------------
+
+    def install(self, what, pipeline: Pipeline) -> None:
+        """TRUNC or SNAP from the leader: replace our history before anything else."""
+        dd = self.datadir
+        if what[0] == "trunc":
+            zxid = what[1]
+            log.warning("event=truncating_log to=0x%x from=0x%x", zxid,
+                        self.tree.last_processed_zxid)
+            for snap in dd.snapshots.zxids():
+                if snap > zxid:
+                    dd.snapshots.delete(snap)
+            dd.txnlog.truncate_after(zxid)
+            tree = dd.recover()
+        else:
+            _, zxid, tree = what
+            tree.last_processed_zxid = zxid
+            dd.txnlog.truncate_after(-1)  # none of the old history stays (it may diverge)
+            dd.snapshots.write_sync(tree)
+            log.info("event=snap_installed zxid=0x%x nodes=%d", zxid, len(tree.nodes))
+        self.tree = tree
+        self.ctx.tree = tree
+        pipeline.tree = tree
+        self.ctx.snapshotter.tree = tree
+
+    def start_serving(self, pipeline: Pipeline) -> None:
+        ctx = self.ctx
+        if pipeline.leading:
+            pipeline.restore_sessions()  # every session gets a full timeout from now
+        ctx.pipeline = pipeline
+        ctx.mode = MODE_NAMES[self.state]
+        ctx.serving = True
+        if pipeline.leading:
+            ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms))
+        log.info("event=serving mode=%s zxid=0x%x", ctx.mode, self.tree.last_processed_zxid)
+
+    def _end_term(self, term: Term) -> None:
+        ctx = self.ctx
+        log.warning("event=term_ended mode=%s reason=%r", MODE_NAMES.get(self.state),
+                    term.reason)
+        ctx.serving = False
+        ctx.mode = "looking"
+        if getattr(ctx, "expirer", None) is not None:
+            ctx.expirer.cancel()
+            ctx.expirer = None
+        for cnxn in list(ctx.connections):
+            cnxn.close("server is not serving: its role in the ensemble ended")
+
+
+def _learner_sid(pkt) -> int | None:
+    if pkt.type not in (q.PacketType.FOLLOWERINFO, q.PacketType.OBSERVERINFO):
+        return None
+    try:
+        return q.parse_learner_info(pkt.data)[0]
+    except JuteError:
+        return None
