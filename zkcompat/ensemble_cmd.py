@@ -53,6 +53,8 @@ class Member:
     cfg: str  # absolute path of its zoo.cfg: the mark of our process in /proc/PID/cmdline
     data_dir: str
     pid: int | None = None
+    kind: str = "zkcompat"  # a mixed ensemble (tests) has ZooKeeper servers too
+    settings: dict = field(default_factory=dict)  # zoo.cfg keys beyond the defaults
 
     @property
     def log_path(self) -> Path:
@@ -232,22 +234,43 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _plan(directory: Path, size: int, kind: str) -> Ensemble:
+def member_kinds(kind: str, size: int) -> list[str]:
+    """--kind names one kind for all, or one per server ("zookeeper,zookeeper,zkcompat")."""
+    kinds = kind.split(",")
+    if len(kinds) == 1:
+        kinds *= size
+    if len(kinds) != size or any(k not in KINDS for k in kinds):
+        raise click.BadParameter(f"{kind!r}: one of {', '.join(KINDS)}, or one per server")
+    return kinds
+
+
+def _plan(directory: Path, size: int, kind: str, settings: dict) -> Ensemble:
     ports = _free_ports(3 * size)
     ensemble = Ensemble(kind)
-    for sid in range(1, size + 1):
+    for sid, member_kind in enumerate(member_kinds(kind, size), start=1):
         client, quorum, election = ports[3 * (sid - 1): 3 * sid]
         ensemble.members[sid] = Member(sid, client, quorum, election,
                                        cfg=str(directory / f"zoo{sid}.cfg"),
-                                       data_dir=str(directory / str(sid)))
+                                       data_dir=str(directory / str(sid)), kind=member_kind,
+                                       settings=dict(settings))
     return ensemble
+
+
+def _settings(pairs: tuple[str, ...]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
 
 
 def _cfg_text(ensemble: Ensemble, member: Member) -> str:
     from zkcompat.bench.servers import BASE_CFG, ENSEMBLE_CFG  # noqa: PLC0415
 
     settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
-                "clientPort": member.client_port, "clientPortAddress": HOST}
+                "clientPort": member.client_port, "clientPortAddress": HOST, **member.settings}
     for m in ensemble.members.values():
         settings[f"server.{m.sid}"] = (f"{HOST}:{m.quorum_port}:{m.election_port};"
                                        f"{HOST}:{m.client_port}")
@@ -290,11 +313,11 @@ def _spawn(kind: str, member: Member) -> int:
     return popen.pid  # never waited for here: the server outlives this command
 
 
-def _prepare(directory: Path, size: int, kind: str) -> Ensemble:
+def _prepare(directory: Path, size: int, kind: str, settings: dict) -> Ensemble:
     """A new ensemble in directory, or the stopped one there again (same ports and data)."""
     old = load_state(directory)
     if old is None:
-        return _plan(directory, size, kind)
+        return _plan(directory, size, kind, settings)
     running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
     if running:
         raise click.ClickException(f"{directory} already runs server.{running[0]}; "
@@ -332,16 +355,20 @@ def ensemble() -> None:
 @ensemble.command()
 @click.argument("size", type=click.Choice(["3", "5", "7"]))
 @_DIR_OPTION
-@click.option("--kind", type=click.Choice(KINDS), default="zkcompat", hidden=True)
+@click.option("--kind", default="zkcompat", hidden=True,
+              help="zkcompat or zookeeper, or one of them per server, comma-separated.")
 @click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
-def start(size: str, directory: Path, kind: str, timeout_s: float) -> None:
+@click.option("--set", "settings", multiple=True, hidden=True,
+              help="KEY=VALUE: a zoo.cfg setting for every server (tests).")
+def start(size: str, directory: Path, kind: str, timeout_s: float,
+          settings: tuple[str, ...]) -> None:
     """Start SIZE servers; print `connect: ...` once every one serves."""
     directory = _absolute(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ens = _prepare(directory, int(size), kind)
+    ens = _prepare(directory, int(size), kind, _settings(settings))
     _write_files(ens)
     for m in ens.members.values():
-        m.pid = _spawn(kind, m)
+        m.pid = _spawn(m.kind, m)
         save_state(directory, ens)  # recorded at once: `stop` can end it whatever follows
     why = _wait_serving(list(ens.members.values()), START_MODES, timeout_s)
     if why:
@@ -395,7 +422,7 @@ def start_server(sid: int, directory: Path, timeout_s: float) -> None:
         raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
     if not _port_refuses(m.client_port):
         raise click.ClickException(f"{m.address} is taken by another process")
-    m.pid = _spawn(ens.kind, m)
+    m.pid = _spawn(m.kind, m)
     save_state(directory, ens)
     why = _wait_serving([m], RESTART_MODES, timeout_s)
     if why:

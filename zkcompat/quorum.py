@@ -20,7 +20,7 @@ from zkcompat.server.expirer import run_expirer
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
-from zkcompat.zab.election import quorum_config_bytes
+from zkcompat.zab.election import Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
@@ -107,6 +107,7 @@ class QuorumPeer:
                 self.state = vote.state
                 # From now on LOOKING peers hear our vote: the leader we serve with.
                 self.elector.serve(vote.state, vote)
+                self.vote = vote
                 log.info("event=elected leader=%d my_sid=%d state=%s zxid=0x%x", vote.leader,
                          self.sid, MODE_NAMES.get(vote.state, vote.state),
                          self.tree.last_processed_zxid)
@@ -231,6 +232,11 @@ class QuorumPeer:
         ctx.pipeline = pipeline
         ctx.mode = MODE_NAMES[self.state]
         ctx.serving = True
+        # The vote LOOKING peers hear now names the new epoch (QuorumPeer.updateElectionVote,
+        # ZOOKEEPER-1732), so a server that joins later agrees with everyone on it.
+        v = self.vote
+        self.elector.serve(self.state, Vote(v.leader, v.zxid, v.election_epoch,
+                                            self.epochs.current, v.state))
         if pipeline.leading:
             ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms))
         log.info("event=serving mode=%s zxid=0x%x", ctx.mode, self.tree.last_processed_zxid)
