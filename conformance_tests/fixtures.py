@@ -19,12 +19,16 @@ from conformance_tests.harness import close_admin_clients
 from conformance_tests.servers import (
     ServerProcess,
     start_zkcompat,
+    start_zkcompat_ensemble,
     start_zookeeper,
     zkcompat_available,
 )
 
 TICK_TIME_MS = 200
 SELFTEST = os.environ.get("CONFORMANCE_SELFTEST", "") not in ("", "0")
+# CONFORMANCE_CANDIDATE=ensemble: the candidate is a 3-server zkcompat ensemble, reached
+# through a connect string that names all three (scripts/test runs the suite both ways).
+ENSEMBLE = os.environ.get("CONFORMANCE_CANDIDATE", "") == "ensemble"
 
 
 class ServerPair(NamedTuple):
@@ -59,6 +63,11 @@ def zkcompat(tmp_path_factory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="session")
+def zkcompat_ensemble(tmp_path_factory):
+    yield from _serve(start_zkcompat_ensemble(tmp_path_factory.mktemp("ensemble"), TICK_TIME_MS))
+
+
+@pytest.fixture(scope="session")
 def zk_servers(zookeeper, zkcompat) -> ServerPair:
     return ServerPair(zookeeper, zkcompat)
 
@@ -66,5 +75,6 @@ def zk_servers(zookeeper, zkcompat) -> ServerPair:
 @pytest.fixture(scope="session")
 def conformance_pair(request) -> tuple[ServerProcess, ServerProcess]:
     reference = request.getfixturevalue("zookeeper")
-    candidate = request.getfixturevalue("zookeeper_b" if SELFTEST else "zkcompat")
+    name = "zookeeper_b" if SELFTEST else "zkcompat_ensemble" if ENSEMBLE else "zkcompat"
+    candidate = request.getfixturevalue(name)
     return reference, candidate

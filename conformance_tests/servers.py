@@ -303,6 +303,79 @@ def start_zkcompat(
     return server
 
 
+class EnsembleProcess:
+    """A 3-server zkcompat ensemble (scripts/ensemble) standing in for one server: its
+    connect string names all three, as a client of an ensemble has it."""
+
+    kind = "zkcompat"
+    host = HOST
+
+    def __init__(self, workdir: Path, connect: str) -> None:
+        self.workdir = workdir
+        self._connect = connect
+        self.port = int(connect.split(",")[0].rsplit(":", 1)[1])
+        self.log_path = workdir / "1" / "server.log"
+
+    @property
+    def connect_string(self) -> str:
+        return self._connect
+
+    @property
+    def pid(self) -> int:
+        import json
+        state = json.loads((self.workdir / "ensemble.json").read_text())
+        return state["members"]["1"]["pid"]
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.is_alive() else -1
+
+    def _cli(self, *args: str, timeout_s: float = START_TIMEOUT_S) -> str:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        done = subprocess.run([sys.executable, "-m", "zkcompat", "ensemble", *args, "--dir",
+                               str(self.workdir)], env=env, capture_output=True, text=True,
+                              timeout=timeout_s)
+        if done.returncode != 0:
+            raise ServerStartError(f"zkcompat ensemble {' '.join(args)}: {done.stderr}")
+        return done.stdout
+
+    def is_alive(self) -> bool:
+        return all(line.split()[-1] != "down" for line in self._cli("status").splitlines())
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        self._cli("stop")
+
+    kill = stop
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(f"server.{k}:\n" + log_tail(self.workdir / str(k) / "server.log", lines)
+                         for k in (1, 2, 3))
+
+    def four_letter_word(self, word: str, timeout_s: float = 5.0) -> str:
+        return four_letter_word(self.host, self.port, word, timeout_s)
+
+    def __repr__(self) -> str:
+        return f"<EnsembleProcess zkcompat {self.connect_string}>"
+
+
+def start_zkcompat_ensemble(workdir: Path, tick_time_ms: int = 200) -> EnsembleProcess:
+    """Three zkcompat servers on loopback, the conformance zoo.cfg's tickTime; returns once
+    every one serves (scripts/ensemble start)."""
+    workdir = Path(workdir)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "zkcompat", "ensemble", "start", "3", "--dir", str(workdir),
+         "--set", f"tickTime={tick_time_ms}", "--set", "maxClientCnxns=0"],
+        env=env, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if done.returncode != 0 or not line.startswith("connect: "):
+        raise ServerStartError(f"zkcompat ensemble did not start: {done.stdout}{done.stderr}")
+    return EnsembleProcess(workdir, line.removeprefix("connect: "))
+
+
 def _kazoo_connects(server: ServerProcess) -> bool:
     from kazoo.client import KazooClient
 

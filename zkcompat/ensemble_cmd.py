@@ -55,6 +55,7 @@ class Member:
     pid: int | None = None
     kind: str = "zkcompat"  # a mixed ensemble (tests) has ZooKeeper servers too
     settings: dict = field(default_factory=dict)  # zoo.cfg keys beyond the defaults
+    observer: bool = False  # listens and serves, does not vote (server.N=...:observer)
 
     @property
     def log_path(self) -> Path:
@@ -244,15 +245,17 @@ def member_kinds(kind: str, size: int) -> list[str]:
     return kinds
 
 
-def _plan(directory: Path, size: int, kind: str, settings: dict) -> Ensemble:
-    ports = _free_ports(3 * size)
+def _plan(directory: Path, size: int, kind: str, settings: dict,
+          observers: int = 0) -> Ensemble:
+    total = size + observers
+    ports = _free_ports(3 * total)
     ensemble = Ensemble(kind)
-    for sid, member_kind in enumerate(member_kinds(kind, size), start=1):
+    for sid, member_kind in enumerate(member_kinds(kind, total), start=1):
         client, quorum, election = ports[3 * (sid - 1): 3 * sid]
         ensemble.members[sid] = Member(sid, client, quorum, election,
                                        cfg=str(directory / f"zoo{sid}.cfg"),
                                        data_dir=str(directory / str(sid)), kind=member_kind,
-                                       settings=dict(settings))
+                                       settings=dict(settings), observer=sid > size)
     return ensemble
 
 
@@ -271,8 +274,11 @@ def _cfg_text(ensemble: Ensemble, member: Member) -> str:
 
     settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
                 "clientPort": member.client_port, "clientPortAddress": HOST, **member.settings}
+    if member.observer:
+        settings["peerType"] = "observer"
     for m in ensemble.members.values():
-        settings[f"server.{m.sid}"] = (f"{HOST}:{m.quorum_port}:{m.election_port};"
+        role = ":observer" if m.observer else ""
+        settings[f"server.{m.sid}"] = (f"{HOST}:{m.quorum_port}:{m.election_port}{role};"
                                        f"{HOST}:{m.client_port}")
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
@@ -313,16 +319,17 @@ def _spawn(kind: str, member: Member) -> int:
     return popen.pid  # never waited for here: the server outlives this command
 
 
-def _prepare(directory: Path, size: int, kind: str, settings: dict) -> Ensemble:
+def _prepare(directory: Path, size: int, kind: str, settings: dict,
+             observers: int = 0) -> Ensemble:
     """A new ensemble in directory, or the stopped one there again (same ports and data)."""
     old = load_state(directory)
     if old is None:
-        return _plan(directory, size, kind, settings)
+        return _plan(directory, size, kind, settings, observers)
     running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
     if running:
         raise click.ClickException(f"{directory} already runs server.{running[0]}; "
                                    "`ensemble stop` it first")
-    if (len(old.members), old.kind) != (size, kind):
+    if (len(old.members), old.kind) != (size + observers, kind):
         raise click.ClickException(f"{directory} holds a {len(old.members)}-server {old.kind} "
                                    "ensemble; remove it or use another --dir")
     return old
@@ -360,12 +367,14 @@ def ensemble() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
 @click.option("--set", "settings", multiple=True, hidden=True,
               help="KEY=VALUE: a zoo.cfg setting for every server (tests).")
+@click.option("--observers", type=click.IntRange(0, 7), default=0, hidden=True,
+              help="Observers to add after the SIZE voters (server.SIZE+1, ...).")
 def start(size: str, directory: Path, kind: str, timeout_s: float,
-          settings: tuple[str, ...]) -> None:
+          settings: tuple[str, ...], observers: int) -> None:
     """Start SIZE servers; print `connect: ...` once every one serves."""
     directory = _absolute(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ens = _prepare(directory, int(size), kind, _settings(settings))
+    ens = _prepare(directory, int(size), kind, _settings(settings), observers)
     _write_files(ens)
     for m in ens.members.values():
         m.pid = _spawn(m.kind, m)

@@ -29,6 +29,7 @@ from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
 log = logging.getLogger(__name__)
 
+READ_ONLY_GRACE_MS = 2000  # QuorumPeer.run: "lower-bound grace period to 2 secs"
 MODE_NAMES = {ServerState.LEADING: "leader", ServerState.FOLLOWING: "follower",
               ServerState.OBSERVING: "observer", ServerState.LOOKING: "looking"}
 
@@ -102,8 +103,12 @@ class QuorumPeer:
         try:
             while True:
                 self.state = ServerState.LOOKING
-                vote = await self.elector.elect(self.tree.last_processed_zxid,
-                                                self.epochs.current)
+                read_only = self._read_only_later()
+                try:
+                    vote = await self.elector.elect(self.tree.last_processed_zxid,
+                                                    self.epochs.current)
+                finally:
+                    self._stop_read_only(read_only)
                 self.state = vote.state
                 # From now on LOOKING peers hear our vote: the leader we serve with.
                 self.elector.serve(vote.state, vote)
@@ -123,6 +128,40 @@ class QuorumPeer:
                     self._end_term(term)
         finally:
             await self.elector.close()
+
+    # -- read-only while no quorum is found (readonlymode.enabled) ------------------
+
+    def _read_only_later(self) -> asyncio.TimerHandle | None:
+        """QuorumPeer.run: a LOOKING server with readonlymode.enabled serves read-only
+        sessions once it has looked for max(2 s, tickTime) without finding a quorum."""
+        if not self.config.readonly_mode_enabled:
+            return None
+        delay_s = max(READ_ONLY_GRACE_MS, self.config.tick_time_ms) / 1000
+        return asyncio.get_running_loop().call_later(delay_s, self._start_read_only)
+
+    def _start_read_only(self) -> None:
+        if self.state != ServerState.LOOKING:
+            return
+        ctx = self.ctx
+        ctx.pipeline = self.build_pipeline(self.tree, None, None)
+        ctx.mode = "read-only"
+        ctx.serving = True
+        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, self.config.tick_time_ms))
+        log.warning("event=serving_read_only zxid=0x%x reason=%r", self.tree.last_processed_zxid,
+                    "no quorum found; readonlymode.enabled")
+
+    def _stop_read_only(self, timer: asyncio.TimerHandle | None) -> None:
+        if timer is None:
+            return
+        timer.cancel()
+        ctx = self.ctx
+        if ctx.mode == "read-only":
+            ctx.serving = False
+            ctx.mode = "looking"
+            ctx.expirer.cancel()
+            ctx.expirer = None
+            for cnxn in list(ctx.connections):
+                cnxn.close("read-only mode ended: the ensemble has a quorum again")
 
     # -- leading ----------------------------------------------------------------------
 

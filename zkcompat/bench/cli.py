@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from zkcompat.bench import report, scale, scenarios, sessions
+from zkcompat.bench import failover, report, scale, scenarios, sessions
 from zkcompat.bench.servers import (
     ENSEMBLE_KINDS,
     ENSEMBLE_SIZES,
@@ -74,8 +74,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ensemble", type=int, default=1, metavar="N",
                    help="start each of --servers as an ensemble of N (3, 5 or 7) on loopback "
                    "instead of standalone (default %(default)s: standalone; of "
-                   f"{', '.join(ENSEMBLE_KINDS)} so far; without recovery and --scale, "
-                   "which measure one server)")
+                   f"{', '.join(ENSEMBLE_KINDS)}; without recovery and --scale, "
+                   "which measure one server; with the failover rounds)")
+    p.add_argument("--failover-rounds", type=int, default=failover.ROUNDS_DEFAULT, metavar="N",
+                   help="with --ensemble: rounds of kill -9 of the leader, timed to the first "
+                   "acknowledged write after it (default %(default)s; 0: none)")
     p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
                    help=f"throughput workloads (of {', '.join(WORKLOADS)}; '' for none; "
                    "default %(default)s)")
@@ -253,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"idle sessions: {args.idle:,}", flush=True)
                 rows += sessions.idle(targets, args.idle, max(args.duration, 6.0), args.warmup,
                                       log=_log)
+            ensembles = [m for m in managed if isinstance(m, ManagedEnsemble)]
+            if ensembles and args.failover_rounds:
+                print(f"failover: {args.failover_rounds} rounds", flush=True)
+                rows += failover.failover(ensembles, args.failover_rounds, log=_log)
             for server in managed:
                 server.stop()
         if plan["scale"]:

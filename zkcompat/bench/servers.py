@@ -32,9 +32,8 @@ ZOOKEEPER_HOME = Path("/usr/share/zookeeper")
 JAVA_SHARE = Path("/usr/share/java")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 ZOOKEEPER_QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-# The kinds this run can start as an ensemble. zkcompat joins once it replicates (a later
-# issue); until then its servers would each run alone, which is not an ensemble.
-ENSEMBLE_KINDS = ("zookeeper",)
+# The kinds this run can start as an ensemble.
+ENSEMBLE_KINDS = ("zkcompat", "zookeeper")
 ENSEMBLE_SIZES = (3, 5, 7)
 ENSEMBLE_CFG = {"initLimit": 10, "syncLimit": 5}  # ticks, as ZooKeeper's sample zoo.cfg
 ZOOKEEPER_HEAP_MAX = "-Xmx1g"
@@ -187,7 +186,6 @@ class ManagedServer:
             return ["java", ZOOKEEPER_HEAP_MAX, f"-Dlog4j.configuration=file:{log4j}",
                     "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
                     main, str(cfg)], env
-        assert self.myid is None, "zkcompat does not replicate yet (ENSEMBLE_KINDS)"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
                                             if p)
         return [sys.executable, "-m", "zkcompat", "serve", "--config", str(cfg)], env

@@ -90,7 +90,7 @@ class Admin:
         return "imok"
 
     def isro(self, cnxn) -> str:
-        return "rw"
+        return "ro" if self._pipeline.read_only else "rw"
 
     def srvr(self, cnxn) -> str:
         return f"Zookeeper version: {VERSION_LINE}\n" + self._server_summary()

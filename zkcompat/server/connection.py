@@ -284,6 +284,10 @@ class Connection(asyncio.Protocol):
                 f"0x{pipeline.tree.last_processed_zxid:x}: client must try another server"
             )
             return
+        if pipeline.read_only and not req.readOnly:
+            # ZooKeeperServer.processConnectRequest on a ReadOnlyZooKeeperServer.
+            self.close("Refusing session request for not-read-only client")
+            return
         timeout = min(max(req.timeOut, cfg.min_session_timeout_ms), cfg.max_session_timeout_ms)
         if req.sessionId == 0:
             self._state = "waiting"
@@ -320,7 +324,7 @@ class Connection(asyncio.Protocol):
         return self._connect_response_bytes(session_id, timeout_ms, session_password(session_id))
 
     def _connect_response_bytes(self, session_id, timeout_ms, passwd) -> bytes:
-        readonly = False if self._client_readonly_byte else None
+        readonly = self.pipeline.read_only if self._client_readonly_byte else None
         return frame(r.ConnectResponse(0, timeout_ms, session_id, passwd, readonly).to_bytes())
 
     def _drain_pending(self) -> None:

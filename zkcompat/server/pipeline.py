@@ -92,6 +92,9 @@ class Pipeline:
         self.tree = tree
         self.peer = peer
         self.leading = isinstance(peer, Leader)
+        # No peer: a member outside any quorum serving read-only sessions (readonlymode):
+        # its sessions are its own, and writes are refused (ReadOnlyRequestProcessor).
+        self.read_only = peer is None
         self.txn_log = txn_log
         self.shell = shell or QuorumShell()
         self.watches = WatchManager()
@@ -113,6 +116,9 @@ class Pipeline:
         session = Session(self.tracker.next_session_id(), timeout_ms)
         session.cnxn = cnxn
         self.tracker.add(session, _mono_ms())
+        if self.read_only:  # a local session: no txn, answered at once
+            cnxn.send(cnxn.connect_response(session.session_id, timeout_ms))
+            return session
         req = Request(session.session_id, 0, OpCode.CREATE_SESSION,
                       r.CreateSessionTxn(timeout_ms), cnxn, [])
         self.submit(session, req)
@@ -120,7 +126,9 @@ class Pipeline:
 
     def submit(self, session: Session, req: Request) -> None:
         """Take one request of `session`; its reply will be sent in the session's order."""
-        if not self.leading and (req.is_write or req.type == _SYNC):
+        if self.read_only and (req.is_write or req.type == _SYNC):
+            self._refuse_write(session, req)
+        elif not self.leading and (req.is_write or req.type == _SYNC):
             self._forward(session, req)
         elif req.is_write:
             txn = req.txn = self.prep.prepare(req)
@@ -144,6 +152,21 @@ class Pipeline:
         auth = [r.Id(scheme, ident) for scheme, ident in req.auth_ids]
         self.obey(self.peer.forward(req.session_id, req.xid, req.type, _request_body(req), auth))
 
+    def _refuse_write(self, session: Session, req: Request) -> None:
+        """Read-only: writes and sync get NOTREADONLY in the session's order; closing the
+        session ends it here, where it lives."""
+        if req.type == _CLOSE_SESSION:
+            self.tracker.remove(req.session_id)
+            session.queue.clear()
+            if req.cnxn is not None:
+                req.cnxn.send(encode_reply(req.xid, self.tree.last_processed_zxid, 0, None))
+                req.cnxn.close_after_flush("client closed session")
+            return
+        # Nothing waits in a read-only server's queues (no write is ever pending), so the
+        # answer is in the session's order as it stands.
+        self._answer(req, encode_reply(req.xid, self.tree.last_processed_zxid,
+                                       Code.NOTREADONLY, None))
+
     def session_for_reconnect(self, session_id: int) -> Session | None:
         """The session a client reconnects to. A learner knows every live session from the
         replicated table, and tracks one locally once a client of it is here."""
@@ -157,8 +180,9 @@ class Pipeline:
 
     def expire_sessions(self) -> None:
         """Called every tick: submit a closeSession for each session past its deadline.
-        Only the leader decides expiry; learners report their sessions' touches."""
-        if not self.leading:
+        Only the leader decides expiry (learners report their sessions' touches); a
+        read-only server expires its own local sessions."""
+        if not (self.leading or self.read_only):
             return
         for session in self.tracker.expired(_mono_ms()):
             log.info("event=session_expired session=0x%x timeout_ms=%d",
