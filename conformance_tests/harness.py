@@ -87,13 +87,16 @@ class Scenario:
     # Where zkcompat follows 3.9 on purpose (conformance_tests/deliberate.py): turns the
     # reference's raw log into what 3.9 answers, before normalisation.
     expect_39: Callable[[list], list] | None = None
+    # About one server's own connection table (a session taken over on the same server
+    # drops its old connection): against an ensemble its clients all use its first server.
+    single_server: bool = False
 
 
 REGISTRY: dict[str, Scenario] = {}
 
 
 def scenario(fn: Callable | None = None, *, name: str | None = None, timeout_s: int | None = None,
-             expect_39: Callable[[list], list] | None = None):
+             expect_39: Callable[[list], list] | None = None, single_server: bool = False):
     """Register fn(env) as a differential scenario (one pytest test)."""
 
     def register(f: Callable) -> Callable:
@@ -103,6 +106,7 @@ def scenario(fn: Callable | None = None, *, name: str | None = None, timeout_s: 
             timeout_s=timeout_s or SCENARIO_TIMEOUT_S,
             doc=(f.__doc__ or "").strip(),
             expect_39=expect_39,
+            single_server=single_server,
         )
         key = f"{f.__module__}.{sc.name}"
         if key in REGISTRY and REGISTRY[key].fn is not f:
@@ -136,6 +140,7 @@ class Env:
     server: ServerProcess
     base: str
     side: str  # "reference" or "candidate"
+    single_server: bool = False
     log: list[tuple] = field(default_factory=list)
     _clients: list[KazooClient] = field(default_factory=list)
     _raw: list[RawClient] = field(default_factory=list)
@@ -151,7 +156,9 @@ class Env:
 
     def client(self, timeout: float = 10.0, start_timeout: float = 10.0, **kw) -> KazooClient:
         """A started, connected KazooClient (session timeout `timeout` seconds)."""
-        zk = KazooClient(hosts=self.server.connect_string, timeout=timeout, **kw)
+        hosts = (f"{self.server.host}:{self.server.port}" if self.single_server
+                 else self.server.connect_string)
+        zk = KazooClient(hosts=hosts, timeout=timeout, **kw)
         self._clients.append(zk)
         zk.start(timeout=start_timeout)
         return zk
@@ -478,7 +485,8 @@ def run_scenario(sc: Scenario, server: ServerProcess, base: str, side: str) -> E
     """Run sc against one server; the returned Env holds the raw log."""
     start_ms = int(time.time() * 1000)
     _admin(server).create(base, makepath=True)
-    env = Env(server=server, base=base, side=side, start_ms=start_ms)
+    env = Env(server=server, base=base, side=side, single_server=sc.single_server,
+              start_ms=start_ms)
     try:
         sc.fn(env)
     except Exception as e:

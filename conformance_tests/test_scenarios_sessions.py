@@ -289,7 +289,7 @@ def session_ephemerals_vanish_at_close(env):
     env.call("other's ephemeral survives", other.exists, f"{b}/e2")
 
 
-@scenario
+@scenario(single_server=True)
 def session_ephemerals_vanish_at_expiry(env):
     """kazoo's way to expire a session: a second client takes it over (same id and
     password) and closes it. The first client's next connect is told Expired."""
@@ -361,7 +361,7 @@ def session_pings_keep_a_short_session(env):
 # ------------------------------------------------------------- resumption
 
 
-@scenario
+@scenario(single_server=True)
 def session_resume_with_id_and_password(env):
     """Reconnecting with the session id and password keeps the session and its ephemerals."""
     watcher = env.client()

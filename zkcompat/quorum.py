@@ -125,7 +125,7 @@ class QuorumPeer:
                 except (ConnectionError, OSError) as e:
                     term.end(f"{type(e).__name__}: {e}")
                 finally:
-                    self._end_term(term)
+                    await self._end_term(term)
         finally:
             await self.elector.close()
 
@@ -280,17 +280,38 @@ class QuorumPeer:
             ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms))
         log.info("event=serving mode=%s zxid=0x%x", ctx.mode, self.tree.last_processed_zxid)
 
-    def _end_term(self, term: Term) -> None:
+    async def _end_term(self, term: Term) -> None:
         ctx = self.ctx
         log.warning("event=term_ended mode=%s reason=%r", MODE_NAMES.get(self.state),
                     term.reason)
         ctx.serving = False
         ctx.mode = "looking"
-        if getattr(ctx, "expirer", None) is not None:
+        if ctx.expirer is not None:
             ctx.expirer.cancel()
             ctx.expirer = None
         for cnxn in list(ctx.connections):
             cnxn.close("server is not serving: its role in the ensemble ended")
+        await self._fast_forward()
+
+    async def _fast_forward(self) -> None:
+        """Apply what the log holds beyond the tree (proposals logged, their COMMIT not
+        seen), as ZKDatabase.fastForwardDataBase does when a role ends: the next election
+        must vote with the last *logged* zxid, or a txn a quorum acknowledged could be
+        outvoted by a server that never had it."""
+        txnlog = self.datadir.txnlog
+        txnlog.on_synced = _ignore_synced  # the ended term's pipeline acts no more
+        await txnlog.sync()  # what the ended term appended is on disk, or we stop here
+        tree = self.tree
+        n = 0
+        for txn in txnlog.read_from(tree.last_processed_zxid):
+            tree.apply(txn)
+            n += 1
+        if n:
+            log.info("event=log_fast_forwarded txns=%d zxid=0x%x", n, tree.last_processed_zxid)
+
+
+def _ignore_synced(zxid: int) -> None:
+    pass
 
 
 def _learner_sid(pkt) -> int | None:

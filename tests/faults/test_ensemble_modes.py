@@ -1,4 +1,5 @@
-"""Observers and read-only mode of a zkcompat ensemble, with real processes and kazoo.
+"""Observers, read-only mode and moving sessions in a zkcompat ensemble, with real
+processes and kazoo.
 
 An observer serves clients and learns every commit but does not vote: two voters down
 stop writes even with it up. A member that finds no quorum with readonlymode.enabled
@@ -50,9 +51,9 @@ def ensemble(tmp_path):
         cli(tmp_path, "stop")
 
 
-def client(ports, read_only: bool = False, timeout_s: float = 10.0) -> KazooClient:
+def client(ports, read_only: bool = False, timeout_s: float = 10.0, **kw) -> KazooClient:
     hosts = ",".join(f"127.0.0.1:{p}" for p in ports)
-    zk = KazooClient(hosts=hosts, timeout=5.0, read_only=read_only)
+    zk = KazooClient(hosts=hosts, timeout=5.0, read_only=read_only, **kw)
     zk.start(timeout=timeout_s)
     return zk
 
@@ -129,3 +130,23 @@ def test_read_only_mode_without_a_quorum_and_back(ensemble):
     assert zk.get("/ro")[0] == b"after"
     zk.stop()
     zk.close()
+
+
+def test_a_session_resumed_on_another_server_moves_there(ensemble):
+    """REVALIDATE makes the new server the session's owner; a write through the old
+    connection is then SESSIONMOVED, which closes that connection (ZOOKEEPER-710)."""
+    from kazoo.exceptions import ConnectionLoss
+
+    start, _ = ensemble
+    ports = start()
+    a = client([ports[1]])
+    a.create("/mv", b"a")
+    b = client([ports[2]], client_id=a.client_id)
+    assert b.client_id[0] == a.client_id[0]
+    b.set("/mv", b"b")
+    with pytest.raises(ConnectionLoss):
+        a.set_async("/mv", b"through the old connection").get(timeout=10)
+    assert b.get("/mv")[0] == b"b"
+    for zk in (a, b):
+        zk.stop()
+        zk.close()

@@ -302,19 +302,37 @@ class Connection(asyncio.Protocol):
             session.cnxn = None
         passwd = req.passwd or b""
         if session is None or session.closing or passwd != session_password(req.sessionId):
-            log.info("event=session_reopen_refused session=0x%x remote=%s", req.sessionId,
-                     self.remote)
-            self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
-            self._close_after_flush = True
-            self._state = "closed"
-            self.transport.close()
+            self._refuse_reopen(req.sessionId)
             return
+        self._state = "waiting"
+        pipeline.reopen(session, timeout, lambda valid: self._reopened(session, timeout, valid))
+
+    def _refuse_reopen(self, session_id: int) -> None:
+        log.info("event=session_reopen_refused session=0x%x remote=%s", session_id, self.remote)
+        if self.transport is None or self._state == "closed":
+            return
+        self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
+        self._close_after_flush = True
+        self._state = "closed"
+        self.transport.close()
+
+    def _reopened(self, session, timeout: int, valid: bool) -> None:
+        """The session may be resumed here (on a learner, the leader said so)."""
+        if self._state != "waiting":
+            return  # the client went away meanwhile
+        if not valid:
+            self._refuse_reopen(session.session_id)
+            return
+        if session.cnxn is not None and session.cnxn is not self:
+            session.cnxn.close_after_flush("client reconnecting with this session id")
         session.cnxn = self
-        pipeline.tracker.set_timeout(session, timeout, now_ms())
+        self.pipeline.tracker.set_timeout(session, timeout, now_ms())
         self.session = session
         self._state = "open"
         self.send(self._connect_response_bytes(session.session_id, timeout,
                                                session_password(session.session_id)))
+        if self._pending_frames:
+            asyncio.get_running_loop().call_soon(self._drain_pending)
 
     def connect_response(self, session_id: int, timeout_ms: int) -> bytes:
         """The reply to our createSession txn once applied: the session is open."""

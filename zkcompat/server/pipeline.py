@@ -38,6 +38,10 @@ _PING, _AUTH, _SASL, _WHO_AM_I, _MULTI, _MULTI_READ, _CREATE_SESSION, _CLOSE_SES
     OpCode.PING, OpCode.AUTH, OpCode.SASL, OpCode.WHO_AM_I, OpCode.MULTI, OpCode.MULTI_READ,
     OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION)
 _SYNC = OpCode.SYNC
+# Ops ZooKeeper's prep does not check the session's owner for: the session's own birth and
+# death (expiry closes a session without owning it).
+_UNOWNED = frozenset((OpCode.CREATE_SESSION, OpCode.CLOSE_SESSION))
+_SESSIONMOVED = Code.SESSIONMOVED
 _TIMEOUT = struct.Struct(">i")  # createSession's body on the quorum wire: the timeout
 
 
@@ -104,6 +108,7 @@ class Pipeline:
             if self.leading else None
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
         self._syncs: deque[Request] = deque()  # a learner's syncs the leader has not answered
+        self._revalidating: dict[int, list] = {}  # a learner's reconnects awaiting the leader
         self._touch_reported_ms = 0
         txn_log.on_synced = self._on_synced
         txn_log.on_sync_failed = self._on_sync_failed
@@ -131,7 +136,10 @@ class Pipeline:
         elif not self.leading and (req.is_write or req.type == _SYNC):
             self._forward(session, req)
         elif req.is_write:
-            txn = req.txn = self.prep.prepare(req)
+            if session is not None and session.owner is not None and req.type not in _UNOWNED:
+                txn = req.txn = self.prep.error_txn(req, Code.SESSIONMOVED)
+            else:
+                txn = req.txn = self.prep.prepare(req)
             if session is not None:  # None: the server's own requests (the reaper's)
                 session.queue.append(req)
             self._unproposed.append(txn)
@@ -166,6 +174,17 @@ class Pipeline:
         # answer is in the session's order as it stands.
         self._answer(req, encode_reply(req.xid, self.tree.last_processed_zxid,
                                        Code.NOTREADONLY, None))
+
+    def reopen(self, session: Session, timeout_ms: int, done) -> None:
+        """A client reconnects to `session` here: done(valid) once it may. A learner asks
+        the leader first (REVALIDATE), which makes this server the session's owner; on the
+        leader the session is ours from now on."""
+        if self.leading or self.read_only:
+            session.owner = None
+            done(True)
+            return
+        self._revalidating.setdefault(session.session_id, []).append(done)
+        self.obey(self.peer.revalidate(session.session_id, timeout_ms))
 
     def session_for_reconnect(self, session_id: int) -> Session | None:
         """The session a client reconnects to. A learner knows every live session from the
@@ -245,7 +264,11 @@ class Pipeline:
             valid = session is not None and not session.closing
             if valid:
                 session.last_active_ms = _mono_ms()
+                session.owner = sid  # its client is at that learner now
             self.obey(self.peer.revalidated(sid, session_id, valid))
+        for session_id, valid in effects.revalidated:
+            for callback in self._revalidating.pop(session_id, ()):
+                callback(valid)
         for _ in range(effects.synced):
             self._synced()
         if effects.disconnect:
@@ -270,11 +293,19 @@ class Pipeline:
             return
         record = _decode_forwarded(op, body)
         req = Request(session_id, cxid, op, record, None, auth_ids)
-        if op == _CREATE_SESSION and record is not None:
-            if session_id not in self.tracker.sessions:
-                self.tracker.add(Session(session_id, record.timeOut), _mono_ms())
         if not req.is_write:
             log.warning("event=learner_request_not_a_write sid=%d op=%d", sid, op)
+            return
+        session = self.tracker.sessions.get(session_id)
+        if op == _CREATE_SESSION and record is not None and session is None:
+            session = Session(session_id, record.timeOut)
+            session.owner = sid
+            self.tracker.add(session, _mono_ms())
+        if session is not None and session.owner != sid and op not in _UNOWNED:
+            txn = req.txn = self.prep.error_txn(req, Code.SESSIONMOVED)
+            self._unproposed.append(txn)
+            if len(self._unproposed) == 1:
+                asyncio.get_running_loop().call_soon(self._propose)
             return
         self.submit(None, req)
 
@@ -332,12 +363,25 @@ class Pipeline:
         if req is None:
             return
         cnxn = req.cnxn
+        if rc.err == _SESSIONMOVED:
+            self._session_moved(session, cnxn)
+            return
         if cnxn is not None:  # _answer, inlined: once per write
             reply = self._write_reply(req, cnxn, rc, hdr.type)
             if reply is not None:
                 cnxn.reply(req, reply, self.tree.last_processed_zxid)
         session.queue.popleft()
         self._drain(session)
+
+    def _session_moved(self, session: Session, cnxn) -> None:
+        """A write of a session whose client has moved to another server: that is a
+        connection-level error, so ZooKeeper closes this connection without a reply
+        (FinalRequestProcessor, ZOOKEEPER-710); the client, if it lives, is elsewhere."""
+        session.queue.clear()
+        if cnxn is not None:
+            cnxn.close_after_flush("session moved to another server")
+        if session.cnxn is cnxn:
+            session.cnxn = None
 
     def _drain(self, session: Session) -> None:
         """Answer the reads queued behind a session's completed request, up to its next

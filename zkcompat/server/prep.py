@@ -208,6 +208,13 @@ class Prep:
         self._order += pending
         return Txn(hdr, body)
 
+    def error_txn(self, req, code: int) -> Txn:
+        """A write refused before prep looks at it (SESSIONMOVED): an ErrorTxn with its
+        own zxid, as PrepRequestProcessor makes of a KeeperException."""
+        hdr = r.TxnHeader(req.session_id, req.xid, self._next_zxid(), self._now_ms(),
+                          OpCode.ERROR)
+        return Txn(hdr, r.ErrorTxn(code))
+
     def _prep_multi(self, req, zxid, pending) -> list:
         """Every op of a multi shares one zxid; later ops see the earlier ops' effects.
         If one fails, the rest become RUNTIMEINCONSISTENCY and none of its predictions

@@ -45,7 +45,7 @@ def initial_session_id(server_id: int, now_ms: int) -> int:
 
 class Session:
     __slots__ = ("session_id", "timeout_ms", "expire_tick", "last_active_ms", "cnxn", "queue",
-                 "closing")
+                 "closing", "owner")
 
     def __init__(self, session_id: int, timeout_ms: int):
         self.session_id = session_id
@@ -55,6 +55,9 @@ class Session:
         self.cnxn = None  # the connection currently attached, if any
         self.queue: deque = deque()  # requests not yet answered, in arrival order
         self.closing = False
+        # On the leader: the learner (sid) whose client holds the session, None for one of
+        # ours; a write from anywhere else is SESSIONMOVED (SessionTrackerImpl.checkSession).
+        self.owner: int | None = None
 
 
 class SessionTracker:
