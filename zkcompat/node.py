@@ -54,6 +54,7 @@ class ServerContext:
     mode: str = "standalone"  # what srvr says: standalone, leader, follower, observer
     serving: bool = True  # an ensemble member serves clients only while its role does
     expirer: asyncio.Task | None = None
+    quorum_config: bytes | None = None  # an ensemble's membership, as ZooKeeper prints it
     connections: set = field(default_factory=set)
     admin: Admin | None = None
     loopmon: LoopMonitor = field(default_factory=LoopMonitor)

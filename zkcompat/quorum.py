@@ -96,6 +96,7 @@ class QuorumPeer:
         servers = sorted(config.servers.values(), key=lambda s: s.sid)
         cfg_keys = list(config.raw)  # zoo.cfg's keys in file order: the exact config bytes
         self.config_bytes = quorum_config_bytes(servers, cfg_keys)
+        ctx.quorum_config = self.config_bytes  # conf prints the membership
         self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys)
         self.state = ServerState.LOOKING
 

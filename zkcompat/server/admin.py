@@ -130,7 +130,20 @@ class Admin:
             f"maxSessionTimeout={cfg.max_session_timeout_ms}\n"
             "clientPortListenBacklog=-1\n"
             f"serverId={cfg.server_id}\n"
-        )
+        ) + self._quorum_conf(cfg)
+
+    def _quorum_conf(self, cfg) -> str:
+        """QuorumZooKeeperServer.dumpConf's part: limits, ports, and the membership as the
+        QuorumVerifier prints it (what the election notifications carry)."""
+        membership = getattr(self.server, "quorum_config", None)
+        if not cfg.is_ensemble or membership is None:
+            return ""
+        me = cfg.servers[cfg.server_id]
+        peer_type = 1 if me.role == "observer" else 0  # LearnerType.ordinal()
+        return (f"initLimit={cfg.init_limit}\nsyncLimit={cfg.sync_limit}\n"
+                f"electionAlg={cfg.election_alg}\nelectionPort={me.election_port}\n"
+                f"quorumPort={me.quorum_port}\npeerType={peer_type}\nmembership: \n"
+                + membership.decode())
 
     def dirs(self, cnxn) -> str:
         dd = self.server.datadir
