@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from zkcompat.jute.constants import Code
 from zkcompat.sim.history import (
     ANY_VERSION,
+    READ_CALLS,
     ROOT_ONLY,
     SEQUENCE_DIGITS,
     Call,
@@ -277,7 +279,16 @@ def _initial_lookup(initial: Mapping[str, Znode]) -> Callable[[Obj], object]:
 
 # ---------------------------------------------------------------- footprints and partitions
 
-Footprint = tuple[tuple[Obj, ...], tuple[Obj, ...]]  # (reads, writes if it succeeds)
+class Footprint(NamedTuple):
+    """The objects a call may read, overwrite, and update commutatively (the parent's child
+    set and create count: creates and deletes of different children commute). A call that
+    returned an error wrote and updated nothing."""
+
+    reads: tuple[Obj, ...]
+    writes: tuple[Obj, ...]
+    updates: tuple[Obj, ...]
+
+
 SequentialCandidates = Callable[[str], tuple[str, ...]]
 
 
@@ -287,8 +298,8 @@ def _own(path: str, *kinds: int) -> tuple[Obj, ...]:
 
 def _fp_create(call: Create, value: object, seq: SequentialCandidates) -> Footprint:
     parent = parent_of(call.path)
-    return (((parent, EXISTS), (call.path, EXISTS)),
-            ((parent, CHILDREN), *_own(call.path, EXISTS, CONTENT, CHILDREN)))
+    return Footprint(((parent, EXISTS), (call.path, EXISTS)),
+                     _own(call.path, EXISTS, CONTENT, CHILDREN), ((parent, CHILDREN),))
 
 
 def _fp_create_sequential(call: CreateSequential, value: object,
@@ -298,37 +309,33 @@ def _fp_create_sequential(call: CreateSequential, value: object,
     parent = parent_of(call.prefix)
     paths = (value,) if isinstance(value, str) else seq(call.prefix)
     reads = ((parent, EXISTS), (parent, CHILDREN), *((p, EXISTS) for p in paths))
-    writes = ((parent, CHILDREN), *(obj for p in paths for obj in _own(p, EXISTS, CONTENT, CHILDREN)))
-    return reads, writes
+    writes = tuple(obj for p in paths for obj in _own(p, EXISTS, CONTENT, CHILDREN))
+    return Footprint(reads, writes, ((parent, CHILDREN),))
 
 
 def _fp_delete(call: Delete, value: object, seq: SequentialCandidates) -> Footprint:
     mine = _own(call.path, EXISTS, CONTENT, CHILDREN)
-    return mine, ((parent_of(call.path), CHILDREN), *mine)
+    return Footprint(mine, mine, ((parent_of(call.path), CHILDREN),))
 
 
 def _fp_set_data(call: SetData, value: object, seq: SequentialCandidates) -> Footprint:
-    return _own(call.path, EXISTS, CONTENT), _own(call.path, CONTENT)
+    return Footprint(_own(call.path, EXISTS, CONTENT), _own(call.path, CONTENT), ())
 
 
 def _fp_read_content(call: Check | GetData | Exists, value: object,
                      seq: SequentialCandidates) -> Footprint:
-    return _own(call.path, EXISTS, CONTENT), ()
+    return Footprint(_own(call.path, EXISTS, CONTENT), (), ())
 
 
 def _fp_get_children(call: GetChildren, value: object, seq: SequentialCandidates) -> Footprint:
-    return _own(call.path, EXISTS, CHILDREN), ()
+    return Footprint(_own(call.path, EXISTS, CHILDREN), (), ())
 
 
 def _fp_multi(call: Multi, value: object, seq: SequentialCandidates) -> Footprint:
     values = value if isinstance(value, tuple) and len(value) == len(call.ops) else None
-    reads: list[Obj] = []
-    writes: list[Obj] = []
-    for i, op in enumerate(call.ops):
-        r, w = _FOOTPRINT[type(op)](op, _UNKNOWN if values is None else values[i], seq)
-        reads.extend(r)
-        writes.extend(w)
-    return tuple(reads), tuple(writes)
+    parts = [_FOOTPRINT[type(op)](op, _UNKNOWN if values is None else values[i], seq)
+             for i, op in enumerate(call.ops)]
+    return Footprint(*(tuple(obj for fp in parts for obj in fp[k]) for k in range(3)))
 
 
 _FOOTPRINT: dict[type, Callable[[Call, object, SequentialCandidates], Footprint]] = {
@@ -345,10 +352,10 @@ _FOOTPRINT: dict[type, Callable[[Call, object, SequentialCandidates], Footprint]
 
 
 def footprint(op: Operation, seq: SequentialCandidates) -> Footprint:
-    """What the call may read, and what it may have written given what the client heard."""
+    """What the call may read, and what it may have changed given what the client heard."""
     value = op.result.value if isinstance(op.result, Ok) else _UNKNOWN
-    reads, writes = _FOOTPRINT[type(op.call)](op.call, value, seq)
-    return reads, (() if isinstance(op.result, Err) else writes)
+    fp = _FOOTPRINT[type(op.call)](op.call, value, seq)
+    return Footprint(fp.reads, (), ()) if isinstance(op.result, Err) else fp
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,21 +380,19 @@ def _union_all(parent: dict[Obj, Obj], objs: Sequence[Obj]) -> None:
         first = _find(parent, first)
 
 
-def partition(history: Sequence[Operation], seq: SequentialCandidates) -> list[_Partition]:
+def partition(footprints: Sequence[Footprint], outcome_known: Sequence[bool]) -> list[_Partition]:
     """Independent groups of calls (see the module docstring), ordered by their first call."""
-    footprints = [footprint(op, seq) for op in history]
-    observed = {obj for reads, _ in footprints for obj in reads}
-    kept = [i for i, op in enumerate(history)
-            if op.outcome_known or not observed.isdisjoint(footprints[i][1])]
-    written = {obj for i in kept for obj in footprints[i][1]}
-    live = observed & written
+    observed = {obj for fp in footprints for obj in fp.reads}
+    changes = [(*fp.writes, *fp.updates) for fp in footprints]
+    kept = [i for i, known in enumerate(outcome_known)
+            if known or not observed.isdisjoint(changes[i])]
+    live = observed & {obj for i in kept for obj in changes[i]}
     touched: dict[int, list[Obj]] = {}
     parent: dict[Obj, Obj] = {}
     for i in kept:
-        reads, writes = footprints[i]
-        objs = sorted({*reads, *writes} & live) or sorted(set(reads))  # only constants: by them
-        touched[i] = objs
-        _union_all(parent, objs)
+        reads = footprints[i].reads
+        touched[i] = sorted({*reads, *changes[i]} & live) or sorted(set(reads))  # constants
+        _union_all(parent, touched[i])
     groups: dict[Obj, list[int]] = {}
     for i in kept:
         groups.setdefault(_find(parent, touched[i][0]), []).append(i)
@@ -412,7 +417,7 @@ def _sequential_candidates(history: Sequence[Operation],
 
 def _paths_named(call: Call, result: Result | None) -> Iterable[str]:
     if isinstance(call, Multi):
-        values = result.value if isinstance(result, Ok) else ()
+        values = result.value if isinstance(result, Ok) and isinstance(result.value, tuple) else ()
         for i, op in enumerate(call.ops):
             yield from _paths_named(op, Ok(values[i]) if i < len(values) else None)
     elif isinstance(call, CreateSequential):
@@ -468,14 +473,18 @@ def _check_initial(initial: Mapping[str, Znode]) -> None:
 
 
 def _canonical(op: Operation) -> Operation:
-    """Children lists compare sorted; multi values compare as tuples."""
-    if isinstance(op.call, GetChildren) and isinstance(op.result, Ok):
-        return Operation(op.client, op.call, op.invoked_at, op.completed_at,
-                         Ok(tuple(sorted(op.result.value))))
-    if isinstance(op.call, Multi) and isinstance(op.result, Ok):
-        return Operation(op.client, op.call, op.invoked_at, op.completed_at,
-                         Ok(tuple(op.result.value)))
-    return op
+    """Children lists compare sorted, multi values as tuples (other values never match)."""
+    if not isinstance(op.result, Ok) or not isinstance(op.result.value, list | tuple):
+        return op
+    if isinstance(op.call, GetChildren):
+        if not all(isinstance(name, str) for name in op.result.value):
+            return op
+        value = tuple(sorted(op.result.value))
+    elif isinstance(op.call, Multi):
+        value = tuple(op.result.value)
+    else:
+        return op
+    return Operation(op.client, op.call, op.invoked_at, op.completed_at, Ok(value))
 
 
 # ---------------------------------------------------------------- the search
@@ -571,43 +580,176 @@ class _Search:
     longest_prefix: list[int]
 
 
-def _search(ops: Sequence[Operation], model: _Model, search_steps_max: int) -> _Search:
-    head = _event_list(ops)
-    bits = [1 << j for j in range(len(ops))]
-    remaining = sum(op.completed_at is not None for op in ops)
-    state, linearized = model.initial, 0
-    cache: set[tuple[int, State]] = set()
-    calls: list[tuple[_Entry, State]] = []
-    longest: list[int] = []
-    entry, steps = head.next, 0
-    while remaining:
-        if steps >= search_steps_max:
-            return _Search(Verdict.UNKNOWN, steps, max(longest, [e.op for e, _ in calls], key=len))
-        steps += 1
-        assert entry is not None, "a completed call is left, so its return is ahead"
-        if entry.is_call:
-            after = model.step(state, ops[entry.op])
-            if after is not None and (linearized | bits[entry.op], after) not in cache:
-                linearized |= bits[entry.op]
-                cache.add((linearized, after))
-                calls.append((entry, state))
-                state = after
-                remaining -= entry.match is not None
-                _lift(entry)
-                entry = head.next
+def _earlier_unknown_twins(ops: Sequence[Operation]) -> list[int]:
+    """For each unknown call, the bits of the unknown calls with an equal call invoked before
+    it. Twins are interchangeable (no return bounds them, the earlier may go wherever the later
+    could), so the search takes them in invocation order: C(n, k) orders become one."""
+    twins = [0] * len(ops)
+    seen: dict[Call, int] = {}
+    for j in sorted(range(len(ops)), key=lambda j: (ops[j].invoked_at, j)):
+        if ops[j].result is None:
+            twins[j] = seen.get(ops[j].call, 0)
+            seen[ops[j].call] = twins[j] | 1 << j
+    return twins
+
+
+def writes_nothing(op: Operation) -> bool:
+    """A completed call that cannot change any state: a read, a failure, a multi of checks."""
+    if op.result is None:
+        return False
+    if isinstance(op.result, Err) or isinstance(op.call, READ_CALLS):
+        return True
+    return isinstance(op.call, Multi) and all(isinstance(sub, Check) for sub in op.call.ops)
+
+
+def _conflicts(footprints: Sequence[Footprint], slots: Mapping[Obj, int]) -> list[int]:
+    """For each call, the bits of the calls it does not commute with: one writes what the
+    other reads or writes, or updates what the other reads or writes. Objects outside the
+    partition (constants, sinks) never make calls conflict."""
+    masks = ({}, {}, {})  # reads, writes, updates: object -> bits of the calls touching it
+    for j, fp in enumerate(footprints):
+        for kind, objs in enumerate(fp):
+            for obj in objs:
+                if obj in slots:
+                    masks[kind][obj] = masks[kind].get(obj, 0) | 1 << j
+    reads, writes, updates = masks
+    conflicts = []
+    for fp in footprints:
+        mask = 0
+        for obj in fp.reads:
+            mask |= writes.get(obj, 0) | updates.get(obj, 0)
+        for obj in fp.writes:
+            mask |= reads.get(obj, 0) | writes.get(obj, 0) | updates.get(obj, 0)
+        for obj in fp.updates:
+            mask |= reads.get(obj, 0) | writes.get(obj, 0)
+        conflicts.append(mask)
+    return conflicts
+
+
+# The passes over the calls that may come next, in the order the search makes them.
+PASS_READS, PASS_WRITES, PASS_UNKNOWN = 0, 1, 2
+
+
+class _Searcher:
+    """Porcupine's checkSingle with three passes over the calls that may come next (those
+    invoked before the first return still in the list): completed calls that write nothing,
+    then completed writes, then unknown calls. Three reductions keep it complete:
+    - a call that writes nothing and fits now is taken without choice: any linearization
+      from here has one with it here (it changes no state, and coming earlier breaks no
+      real-time order), so backtracking goes on past it, and finding its successor already
+      explored means this point fails too;
+    - an unknown call is tried only if it conflicts (_conflicts), directly or through other
+      such unknown calls, with a completed call that may come next: any linearization from
+      here can move the others past the next completed call, with which they commute;
+    - equal unknown calls are taken in invocation order (_earlier_unknown_twins)."""
+
+    def __init__(self, ops: Sequence[Operation], model: _Model, conflicts: Sequence[int],
+                 search_steps_max: int):
+        self.ops, self.model, self.search_steps_max = ops, model, search_steps_max
+        self.conflicts = conflicts
+        self.head = _event_list(ops)
+        self.bits = [1 << j for j in range(len(ops))]
+        self.twins = _earlier_unknown_twins(ops)
+        self.free = [writes_nothing(op) for op in ops]
+        self.remaining = sum(op.completed_at is not None for op in ops)
+        self.any_unknown = self.remaining < len(ops)
+        self.state, self.linearized, self.relevant = model.initial, 0, 0
+        self.cache: set[tuple[int, State]] = set()
+        self.calls: list[tuple[_Entry, State, int, int]] = []
+        self.longest: list[int] = []
+        self.entry, self.pass_, self.steps = self.head.next, PASS_READS, 0
+
+    def run(self) -> _Search:
+        while self.remaining:
+            if self.steps >= self.search_steps_max:
+                prefix = max(self.longest, [c[0].op for c in self.calls], key=len)
+                return _Search(Verdict.UNKNOWN, self.steps, prefix)
+            assert self.entry is not None, "a completed call is left, so its return is ahead"
+            if self.entry.is_call:
+                alive = self._consider(self.entry)
             else:
-                entry = entry.next
+                alive = self._next_pass() or self._backtrack()
+            if not alive:
+                return _Search(Verdict.NOT_LINEARIZABLE, self.steps, self.longest)
+        return _Search(Verdict.LINEARIZABLE, self.steps, [c[0].op for c in self.calls])
+
+    def _wanted(self, entry: _Entry) -> bool:
+        j = entry.op
+        if self.pass_ == PASS_UNKNOWN:
+            return (entry.match is None and self.relevant & self.bits[j] != 0
+                    and self.linearized & self.twins[j] == self.twins[j])
+        return entry.match is not None and self.free[j] == (self.pass_ == PASS_READS)
+
+    def _consider(self, entry: _Entry) -> bool:
+        """Linearize entry's call next if this pass wants it and it fits; False: no order."""
+        if not self._wanted(entry):
+            self.entry = entry.next
+            return True
+        self.steps += 1
+        after = self.model.step(self.state, self.ops[entry.op])
+        if after is None:
+            self.entry = entry.next
+            return True
+        linearized = self.linearized | self.bits[entry.op]
+        if (linearized, after) in self.cache:
+            if self.pass_ == PASS_READS:
+                return self._backtrack()
+            self.entry = entry.next
+            return True
+        self.cache.add((linearized, after))
+        self.calls.append((entry, self.state, self.pass_, self.relevant))
+        self.state, self.linearized = after, linearized
+        self.remaining -= entry.match is not None
+        _lift(entry)
+        self.entry, self.pass_ = self.head.next, PASS_READS
+        return True
+
+    def _next_pass(self) -> bool:
+        if self.pass_ == PASS_READS:
+            self.pass_ = PASS_WRITES
+        elif self.pass_ == PASS_WRITES and self.any_unknown:
+            self.pass_, self.relevant = PASS_UNKNOWN, self._relevant_unknown()
         else:
-            if not calls:
-                return _Search(Verdict.NOT_LINEARIZABLE, steps, longest)
-            if len(calls) > len(longest):
-                longest = [e.op for e, _ in calls]
-            entry, state = calls.pop()
-            linearized ^= bits[entry.op]
-            remaining += entry.match is not None
-            _unlift(entry)
+            return False
+        self.entry = self.head.next
+        return True
+
+    def _relevant_unknown(self) -> int:
+        """Bits of the unknown calls that may come next and conflict, directly or through
+        others of them, with a completed call that may come next."""
+        zone, unknown = 0, []
+        entry = self.head.next
+        while entry is not None and entry.is_call:
+            if entry.match is None:
+                unknown.append(entry.op)
+            else:
+                zone |= self.conflicts[entry.op]
             entry = entry.next
-    return _Search(Verdict.LINEARIZABLE, steps, [e.op for e, _ in calls])
+        relevant, grew = 0, True
+        while grew:
+            grew = False
+            for j in unknown:
+                if zone & self.bits[j] and not relevant & self.bits[j]:
+                    relevant |= self.bits[j]
+                    zone |= self.conflicts[j]
+                    grew = True
+        return relevant
+
+    def _backtrack(self) -> bool:
+        """Undo the last choice (and every forced one on top of it); False: none is left."""
+        self.steps += 1
+        if len(self.calls) > len(self.longest):
+            self.longest = [c[0].op for c in self.calls]
+        pass_ = PASS_READS
+        while pass_ == PASS_READS:
+            if not self.calls:
+                return False
+            entry, self.state, pass_, self.relevant = self.calls.pop()
+            self.linearized ^= self.bits[entry.op]
+            self.remaining += entry.match is not None
+            _unlift(entry)
+        self.entry, self.pass_ = entry.next, pass_
+        return True
 
 
 # ---------------------------------------------------------------- the check
@@ -624,12 +766,15 @@ def check(history: Sequence[Operation], initial: Mapping[str, Znode] | None = No
         _check_operation(op, f"history[{i}]")
     ops = tuple(_canonical(op) for op in history)
     lookup = _initial_lookup(tree)
-    parts = partition(ops, _sequential_candidates(ops, tree))
+    seq = _sequential_candidates(ops, tree)
+    footprints = [footprint(op, seq) for op in ops]
+    parts = partition(footprints, [op.outcome_known for op in ops])
     total_steps, exhausted = 0, None
     for part in parts:
         model = _Model(part, lookup)
         local = [ops[i] for i in part.operations]
-        found = _search(local, model, search_steps_max)
+        conflicts = _conflicts([footprints[i] for i in part.operations], model.slots)
+        found = _Searcher(local, model, conflicts, search_steps_max).run()
         total_steps += found.search_steps
         if found.verdict is Verdict.NOT_LINEARIZABLE:
             report = _report(part, local, model, found.longest_prefix)
