@@ -1,1 +1,5 @@
-"""Deterministic simulation of an ensemble (later issue)."""
+"""Deterministic simulation of an ensemble (later issue).
+
+history            client history records (invoked, completed or unknown, result)
+linearizability    the checker every simulated run's history goes through
+"""

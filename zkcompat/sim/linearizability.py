@@ -1,23 +1,6 @@
-"""Linearizability of ZooKeeper client histories: Wing & Gong's search with Lowe's memoization
-of (linearized set, model state), as Porcupine does, run alone on each independent partition.
-
-Partitioning (P-compositionality, from Herlihy & Wing's locality): the tree's state is split
-into objects, three per path: `exists`, `content` (data, version) and `children` (names and
-the stored cversion that numbers sequential creates). Every call reads and may write a fixed
-set of them (_FOOTPRINT); a call that returned an error wrote nothing. An object that no call
-reads is a sink: nothing observable depends on it, so the model drops it. An object that no
-call writes is a constant: the model reads its initial value. Calls are grouped by union-find
-over the live objects (read by some call and written by some call) that they touch; a group
-touches no live object of another, so the history is linearizable iff every group is.
-Sets and reads of /a and /b split; creates and deletes under /p split while nothing reads
-/p's children; a get_children(/p), a create_sequential under /p or a delete(/p) (NOTEMPTY)
-joins every create and delete under /p into one group; a multi joins all it touches.
-
-Unknown outcomes: such a call may be linearized at any point after its invocation, or never
-(the search ends once every completed call is linearized); one that would change nothing is
-never tried, and one that could change nothing observed is dropped before the search.
+"""Linearizability of ZooKeeper client histories: Wing & Gong's search with Porcupine's memo
+of (linearized set, state), run on each independent partition (see partition and _Searcher).
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -381,7 +364,23 @@ def _union_all(parent: dict[Obj, Obj], objs: Sequence[Obj]) -> None:
 
 
 def partition(footprints: Sequence[Footprint], outcome_known: Sequence[bool]) -> list[_Partition]:
-    """Independent groups of calls (see the module docstring), ordered by their first call."""
+    """Independent groups of calls, in the order of their first call (P-compositionality,
+    from Herlihy & Wing's locality).
+
+    The tree's state is split into objects, three per path: exists, content (data, version)
+    and children (names, and the stored cversion that numbers sequential creates). Each call
+    reads, overwrites and commutatively updates a fixed set of them (footprint); one that
+    returned an error changed nothing. An object no call reads is a sink: nothing observed
+    depends on it, so the model drops it. An object no call changes is a constant: the model
+    reads its initial value. Calls are joined by union-find over the live objects (read by
+    some call, changed by some call) they touch, so a group shares no live object with
+    another, and the history is linearizable iff every group is. An unknown call that
+    could change no object anyone reads is dropped.
+
+    So sets and reads of /a and /b split; creates and deletes under /p split while nothing
+    reads /p's children (data on /p leaves its existence constant); one get_children(/p),
+    create_sequential under /p or delete(/p) (NOTEMPTY) joins every create and delete under
+    /p; a multi joins all it touches."""
     observed = {obj for fp in footprints for obj in fp.reads}
     changes = [(*fp.writes, *fp.updates) for fp in footprints]
     kept = [i for i, known in enumerate(outcome_known)
@@ -633,7 +632,10 @@ PASS_READS, PASS_WRITES, PASS_UNKNOWN = 0, 1, 2
 class _Searcher:
     """Porcupine's checkSingle with three passes over the calls that may come next (those
     invoked before the first return still in the list): completed calls that write nothing,
-    then completed writes, then unknown calls. Three reductions keep it complete:
+    then completed writes, then unknown calls. An unknown call may take effect at any point
+    after its invocation, or never: the search ends once every completed call is placed, and
+    never tries an unknown call where it would change nothing. Three reductions, each
+    complete (checked against brute force in the tests), keep it from blowing up:
     - a call that writes nothing and fits now is taken without choice: any linearization
       from here has one with it here (it changes no state, and coming earlier breaks no
       real-time order), so backtracking goes on past it, and finding its successor already
@@ -837,7 +839,7 @@ def _report_lines(report: PartitionReport, history: Sequence[Operation]) -> list
     lines += [f"  #{i} {describe(history[i])}" for i in shown]
     lines.append("state after it:")
     lines += [f"  {line}" for line in report.state_after_prefix]
-    lines.append("calls that could come next, and what the model answers instead:")
+    lines.append("calls that could come next, and what the model says to each after it:")
     lines += [f"  #{i} {describe(history[i])}; model: {answer}"
               for i, answer in report.next_candidates]
     return lines
