@@ -221,3 +221,18 @@ def test_sync_request_waits_for_outstanding_proposals():
     assert (3, 1, P.SYNC) in net.sent_types
     order = [t for f, to, t in net.sent_types if to == 1]
     assert order.index(P.SYNC) > len(order) - 1 - order[::-1].index(P.COMMIT)
+
+
+def test_a_learner_still_syncing_gets_init_limit_an_uptodate_one_sync_limit():
+    net = ensemble()
+    establish(net)
+    leader = net.leader
+    leader.learners[1].phase = "newleader"  # as if it were still reading a SNAP
+    for _ in range(leader.sync_limit + 1):
+        fx = leader.tick()
+        leader.learners[2].heard = leader.now
+    assert 1 in leader.learners and not fx.disconnect
+    for _ in range(leader.init_limit - leader.sync_limit):
+        fx = leader.tick()
+        leader.learners[2].heard = leader.now
+    assert fx.disconnect == [1]

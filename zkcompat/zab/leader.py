@@ -402,7 +402,11 @@ class Leader:
                 fx.abandon = (f"no quorum synced within initLimit; synced with "
                               f"{sorted(self.newleader_acked)}")
             return fx
-        silent = [li.sid for li in self.learners.values() if self.now - li.heard > self.sync_limit]
+        # A learner still syncing may be silent while it reads a SNAP: initLimit bounds it
+        # then, as the learner's socket timeout does; syncLimit once it is up to date.
+        silent = [li.sid for li in self.learners.values()
+                  if self.now - li.heard > (self.sync_limit if li.phase == "uptodate"
+                                            else self.init_limit)]
         for sid in silent:
             log.warning("event=learner_silent sid=%d half_ticks=%d", sid, self.sync_limit)
             self.gone(sid)
