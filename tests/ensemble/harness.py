@@ -122,14 +122,21 @@ class Ensemble:
         return self.run("start-server", str(sid), "--timeout", str(START_TIMEOUT_S))
 
     def start_servers(self, *sids: int) -> None:
-        """Several at once: one alone may have no quorum to serve in."""
-        procs = [subprocess.Popen([*ENSEMBLE_ARGV, "start-server", str(sid), "--dir",
-                                   str(self.dir), "--timeout", str(START_TIMEOUT_S)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=_env())
-                 for sid in sids]
+        """Several at once: one alone may have no quorum to serve in. Each `start-server`
+        rewrites ensemble.json with the PID it spawned, so the next one starts only once
+        that PID is recorded (two at once could each save over the other's PID)."""
+        procs = []
+        for sid in sids:
+            old_pid = self.member(sid).pid
+            procs.append(subprocess.Popen(
+                [*ENSEMBLE_ARGV, "start-server", str(sid), "--dir", str(self.dir), "--timeout",
+                 str(START_TIMEOUT_S)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=_env()))
+            wait_for(lambda sid=sid, old_pid=old_pid: (self.member(sid).pid != old_pid
+                                                       or procs[-1].poll() is not None),
+                     COMMAND_SLACK_S, f"server.{sid}'s new PID recorded")
         outs = [p.communicate(timeout=START_TIMEOUT_S + COMMAND_SLACK_S)[0] for p in procs]
-        for sid, p, out in zip(sids, procs, outs):
+        for sid, p, out in zip(sids, procs, outs, strict=True):
             assert p.returncode == 0, f"start-server {sid}: {out}\n{self.log_tails()}"
 
     def signal(self, sid: int, sig: signal.Signals) -> None:
