@@ -22,6 +22,7 @@ ACKS_AFTER = 60
 # kill -> the first acknowledged write sent after it: syncLimit is not involved (the
 # followers see the connection close), only the election and the clients' reconnect.
 FAILOVER_BOUND_S = 20.0
+KILL_CYCLES = 3
 
 
 def _check_sessions_kept(ensemble, load: Load) -> None:
@@ -105,5 +106,28 @@ def test_sigstop_leader_past_synclimit_then_sigcont(ensemble):
     assert not load.acked.violations, load.acked.violations
     assert load.acked.failure_names(on_leader.name, stopped_at) <= {
         "ConnectionLoss", "ConnectionClosedError", "KazooTimeoutError", "SessionMovedError"}
+    _check_sessions_kept(ensemble, load)
+    check_acked_everywhere(ensemble, load.acked)
+
+
+def test_leader_killed_again_and_again_under_load(ensemble):
+    """Each new leader is killed in turn, and the old one restarted, while the load runs:
+    every acked write survives every change of epoch, on every server."""
+    ensemble.start(3, settings=FAST)
+    leader = ensemble.wait_one_leader()
+    leaders = [leader]
+    with Load(ensemble) as load:
+        load.wait_acks(ACKS_BEFORE, 0, "before the first kill")
+        for _ in range(KILL_CYCLES):
+            killed_at = ensemble.kill(leader)
+            survivors = [s for s in ensemble.sids if s != leader]
+            new_leader = ensemble.wait_one_leader(survivors)
+            load.wait_acks(ACKS_AFTER, killed_at, f"after killing server.{leader}")
+            ensemble.start_server(leader)
+            assert ensemble.wait_one_leader() == new_leader
+            leader = new_leader
+            leaders.append(leader)
+    print(f"\nleaders in turn: {leaders}; acked {load.acked.count()} writes")
+    assert not load.acked.violations, load.acked.violations
     _check_sessions_kept(ensemble, load)
     check_acked_everywhere(ensemble, load.acked)

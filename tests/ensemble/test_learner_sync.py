@@ -14,6 +14,7 @@ from .harness import (
     FAST,
     SMALL_LOG_WINDOW,
     AckedWrites,
+    Load,
     check_acked_everywhere,
     check_trees_agree,
     write_batch,
@@ -124,3 +125,26 @@ def test_old_leader_with_uncommitted_txns_gets_a_trunc(ensemble):
     assert not [c for c in children if c.startswith("uncommitted-")], children
     check_acked_everywhere(ensemble, acked)
     assert check_trees_agree(ensemble, "/trunc") == 12
+
+
+def test_follower_frozen_past_synclimit_is_dropped_and_catches_up(ensemble):
+    ensemble.start(3, settings=FAST)
+    leader = ensemble.wait_one_leader()
+    follower = _follower(ensemble, leader)
+    offset = ensemble.log_size(leader)
+    with Load(ensemble, [leader]) as load:
+        load.wait_acks(20, 0, "before SIGSTOP")
+        ensemble.signal(follower, signal.SIGSTOP)
+        try:
+            stopped_at = time.monotonic()
+            ensemble.wait_log(leader, rf"event=learner_silent sid={follower} ", offset)
+            load.wait_acks(50, stopped_at, "while a follower is frozen")
+        finally:
+            ensemble.signal(follower, signal.SIGCONT)
+        resumed_at = time.monotonic()
+        ensemble.wait_log(leader, SYNC_LINE.format(sid=follower, mode=r"\w+"), offset)
+        assert ensemble.wait_one_leader() == leader
+        load.wait_acks(50, resumed_at, "after SIGCONT")
+    assert not load.acked.violations, load.acked.violations
+    check_acked_everywhere(ensemble, load.acked)
+    check_trees_agree(ensemble, "/load")
