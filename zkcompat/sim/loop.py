@@ -1,0 +1,219 @@
+"""One asyncio event loop on a virtual clock: callbacks run FIFO, and when none is ready
+time jumps to the next timer, so a whole ensemble runs on one thread, identically from
+one seed. Every callback is tagged with the simulated node it runs for, so a crash can
+cancel everything that node still had scheduled.
+
+    loop = VirtualLoop(network)        # create_server/create_connection go to `network`
+    with virtual_clock(loop): loop.run_until_complete(main())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import weakref
+from asyncio import base_events
+
+# The node a callback runs for: inherited by every task and callback it schedules.
+NODE: contextvars.ContextVar[Node | None] = contextvars.ContextVar("sim_node", default=None)
+
+
+TASKS_PRUNE_AT = 256
+
+
+class Teardown(BaseException):
+    """Thrown into every coroutine left when a run ends, so each finishes there."""
+
+
+def teardown(loop: VirtualLoop, nodes) -> None:
+    """End every task of these nodes now, with the loop dead: their finally blocks run
+    here (scheduling nothing), not when the garbage collector finds them later."""
+    asyncio.events._set_running_loop(loop)
+    try:
+        for node in nodes:
+            node.dead = True
+            for task in node.tasks:
+                if task.done():
+                    continue
+                coro = task.get_coro()
+                for _ in range(TEARDOWN_THROWS_MAX):
+                    try:
+                        coro.throw(Teardown())
+                    except BaseException:  # noqa: BLE001 - finished, one way or another
+                        break
+            node.tasks.clear()
+    finally:
+        asyncio.events._set_running_loop(None)
+
+
+TEARDOWN_THROWS_MAX = 100
+
+
+class Deadlock(Exception):
+    """Nothing is ready and no timer is pending: the simulation can never progress."""
+
+
+class Node:
+    """A simulated machine's identity on the loop: its host name and what it scheduled."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.handles: weakref.WeakSet = weakref.WeakSet()
+        # Held until the run's teardown: a killed node's coroutines must not be collected
+        # (and run their finally blocks) in the middle of the run.
+        self.tasks: list[asyncio.Task] = []
+        self.context = contextvars.Context()
+        self.context.run(NODE.set, self)
+        self.dead = False
+
+    def run(self, fn, *args):
+        """Call fn inside this node's context (what it schedules is this node's)."""
+        return self.context.run(fn, *args)
+
+    def kill(self) -> None:
+        """A crash: nothing this node scheduled runs any more."""
+        self.dead = True
+        for h in list(self.handles):
+            h.cancel()
+
+
+class _VirtualSelector:
+    def __init__(self, loop: VirtualLoop):
+        self.loop = loop
+
+    def select(self, timeout):
+        loop = self.loop
+        if timeout is None:
+            raise Deadlock(f"no callback ready and no timer pending at t={loop.time():.6f}")
+        if timeout > 0 and loop._scheduled:
+            loop._now = max(loop._now, loop._scheduled[0]._when)
+        return []
+
+
+class VirtualLoop(base_events.BaseEventLoop):
+    """BaseEventLoop with virtual time and the simulated network in place of sockets."""
+
+    def __init__(self, network=None):
+        super().__init__()
+        self._now = 0.0
+        self._selector = _VirtualSelector(self)
+        self._clock_resolution = 1e-9
+        self.network = network
+        self._finished = False
+
+    def time(self) -> float:
+        return self._now
+
+    def time_ms(self) -> int:
+        return int(self._now * 1000)
+
+    def _process_events(self, event_list) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def _tag(self, handle, context) -> None:
+        node = NODE.get() if context is None else context.get(NODE)
+        if node is not None:
+            if node.dead:
+                handle.cancel()
+            else:
+                node.handles.add(handle)
+
+    def call_soon(self, callback, *args, context=None):
+        if self._finished:
+            return _dead_handle(self, callback, args, context)
+        handle = super().call_soon(callback, *args, context=context)
+        self._tag(handle, context)
+        return handle
+
+    def call_at(self, when, callback, *args, context=None):
+        if self._finished:
+            return _dead_handle(self, callback, args, context)
+        handle = super().call_at(when, callback, *args, context=context)
+        self._tag(handle, context)
+        return handle
+
+    def close(self) -> None:
+        """The run is over: what the abandoned coroutines' finally blocks schedule when
+        they are collected is never run (and raises nothing)."""
+        self._finished = True
+        self._ready.clear()
+        self._scheduled.clear()
+        super().close()
+
+    def create_task(self, coro, *, name=None, context=None):
+        task = super().create_task(coro, name=name, context=context)
+        node = NODE.get() if context is None else context.get(NODE)
+        if node is not None:
+            tasks = node.tasks
+            if len(tasks) >= TASKS_PRUNE_AT and len(tasks) % TASKS_PRUNE_AT == 0:
+                tasks[:] = [t for t in tasks if not t.done()]
+            tasks.append(task)
+        return task
+
+    def call_soon_threadsafe(self, callback, *args, context=None):
+        raise AssertionError("the simulation has one thread: call_soon_threadsafe is a bug")
+
+    async def create_server(self, protocol_factory, host=None, port=None, **_kw):
+        return self.network.listen(NODE.get(), host, port, protocol_factory)
+
+    async def create_connection(self, protocol_factory, host=None, port=None, **_kw):
+        return await self.network.connect(NODE.get(), host, port, protocol_factory)
+
+    async def getaddrinfo(self, *args, **kwargs):
+        raise AssertionError("no name resolution in the simulation")
+
+
+def _dead_handle(loop, callback, args, context) -> asyncio.Handle:
+    handle = asyncio.Handle(callback, args, loop, context)
+    handle.cancel()
+    return handle
+
+
+@contextlib.contextmanager
+def virtual_clock(loop: VirtualLoop):
+    """The server code reads wall and monotonic time through a few module globals; point
+    them at the loop's virtual clock for the run (see the interface note in cli.py)."""
+    from zkcompat.server import connection, expirer, pipeline
+
+    def wall_ms() -> int:
+        return WALL_EPOCH_MS + loop.time_ms()
+
+    def mono_ms() -> int:
+        return loop.time_ms()
+
+    def mono_ns() -> int:
+        return int(loop.time() * 1e9)
+
+    patches = [(pipeline, "_wall_ms", wall_ms), (pipeline, "_mono_ms", mono_ms),
+               (expirer, "_mono_ms", mono_ms), (connection, "_monotonic_ns", mono_ns),
+               (connection, "now_ms", mono_ms)]
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
+    for mod, name, fn in patches:
+        setattr(mod, name, fn)
+    # run_expirer's clock is a keyword default, bound when expirer.py was imported.
+    kwdefaults = expirer.run_expirer.__kwdefaults__
+    expirer.run_expirer.__kwdefaults__ = {**kwdefaults, "clock_ms": mono_ms}
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+        expirer.run_expirer.__kwdefaults__ = kwdefaults
+
+
+# A fixed "now" for the wall clock at virtual time 0 (2024-01-01T00:00:00Z): session ids
+# and znode times come from it, so they repeat from run to run.
+WALL_EPOCH_MS = 1_704_067_200_000
+
+
+def run_virtual(loop: VirtualLoop, main) -> object:
+    asyncio.set_event_loop(loop)
+    try:
+        with virtual_clock(loop):
+            return loop.run_until_complete(main)
+    finally:
+        asyncio.set_event_loop(None)
