@@ -80,3 +80,16 @@ def test_strict_pipeline_shows_the_empty_propose_bug():
     strict = run_seed(2, 3, profile="crash", duration_s=6.0, workarounds=False)
     assert any("Pipeline._propose" in f and "IndexError" in f for f in strict.failures)
     assert run_seed(2, 3, profile="crash", duration_s=6.0).ok
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a leader syncs a rejoining learner (DIFF) from "
+                   "its durable log only, so txns a quorum of followers committed before the "
+                   "leader's own fsync returned are skipped and the learner diverges")
+def test_learner_rejoining_while_the_leader_disk_lags_stays_in_agreement():
+    """Five servers: three followers commit while the leader's fsync lags; the fourth
+    rejoins meanwhile. (Three cannot show it: with one follower away, every commit needs
+    the leader's own ACK, so its durable log holds all that is committed.)"""
+    faults = [Fault(2.0, "slow_leader_disk", 6.0, 30), Fault(2.5, "crash_follower", 0.5, 0),
+              Fault(4.0, "crash_follower", 0.5, 1), Fault(5.5, "crash_follower", 0.5, 2)]
+    result = run_seed(1, 5, faults=faults, duration_s=8.0)
+    assert result.ok, result.failures

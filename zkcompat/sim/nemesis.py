@@ -1,9 +1,11 @@
 """Faults: a plan drawn from the seed before the run starts, then carried out in order.
 
-Each fault starts at its time, holds for a while, and heals (crashed servers restart,
+Each fault starts at its time (maybe while an earlier one still holds), holds for a
+while, and heals (crashed servers restart,
 cuts are removed, disks speed up). Kinds, weighted per profile:
   crash        one random server crashes (loses its unsynced writes) and restarts
   crash_leader the serving leader crashes and restarts
+  crash_follower  a server other than the serving leader crashes and restarts
   power        every server crashes at once (a power failure) and all restart
   isolate      the serving leader is cut off from every other server, both ways
   split        a random minority and majority are cut apart
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 
 PROFILES: dict[str, dict[str, float]] = {
     "none": {},
-    "crash": {"crash": 3, "crash_leader": 3, "power": 1},
+    "crash": {"crash": 3, "crash_leader": 3, "crash_follower": 2, "power": 1},
     "partition": {"isolate": 3, "split": 3, "oneway": 1, "bridge": 1, "reset": 1},
     "power": {"power": 1},
-    "all": {"crash": 2, "crash_leader": 2, "power": 1, "isolate": 2, "split": 2, "oneway": 1,
+    "all": {"crash": 2, "crash_leader": 2, "crash_follower": 1, "power": 1, "isolate": 2, "split": 2, "oneway": 1,
             "bridge": 1, "reset": 1, "slow_disk": 1, "slow_leader_disk": 1},
 }
 FIRST_FAULT_S = (1.0, 3.0)
@@ -53,7 +55,9 @@ def plan(rng, duration_s: float, profile: str) -> list[Fault]:
             return faults
         kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
         faults.append(Fault(round(t, 3), kind, round(hold, 3), rng.randrange(1 << 30)))
-        t += hold + rng.uniform(*GAP_S)
+        # Half the time the next fault starts while this one still holds: bugs live in
+        # combinations (a follower rejoining while the leader's disk lags).
+        t += rng.uniform(*GAP_S) + (hold if rng.random() < 0.5 else 0.0)
 
 
 class Nemesis:
@@ -63,11 +67,16 @@ class Nemesis:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        running = []
         for f in self.faults:
             await asyncio.sleep(max(0.0, f.at_s - loop.time()))
-            heal = self.start(f)
-            await asyncio.sleep(f.hold_s)
-            heal()
+            running.append(loop.create_task(self._hold(f)))
+        await asyncio.gather(*running)
+
+    async def _hold(self, f: Fault) -> None:
+        heal = self.start(f)
+        await asyncio.sleep(f.hold_s)
+        heal()
 
     def start(self, f: Fault):
         c = self.cluster
@@ -75,10 +84,13 @@ class Nemesis:
         n = len(servers)
         hosts = [s.host for s in servers]
         c.trace(f"nemesis {f.kind} hold={f.hold_s}s")
-        if f.kind in ("crash", "crash_leader"):
+        if f.kind in ("crash", "crash_leader", "crash_follower"):
             target = servers[f.pick % n]
             if f.kind == "crash_leader":
                 target = c.serving_leader() or target
+            elif f.kind == "crash_follower":
+                others = [s for s in servers if s is not c.serving_leader()]
+                target = others[f.pick % len(others)]
             target.crash(f.kind)
             return lambda: self._restart([target])
         if f.kind == "power":
