@@ -219,9 +219,11 @@ class Pipeline:
     # -- effects of the peer ------------------------------------------------------
 
     def _propose(self) -> None:
-        """Every write prepared in one loop turn goes to the peer, and the log, as one batch."""
+        """Every write prepared in one loop turn goes to the peer, and the log, as one batch.
+        A learner's sync may have proposed them already this turn (_learner_request)."""
         txns, self._unproposed = self._unproposed, []
-        self.obey(self.peer.propose(txns))
+        if txns:
+            self.obey(self.peer.propose(txns))
 
     def obey(self, effects: Effects) -> None:
         """Carry out a ZAB role's effects, in the order zab/peer.py states. The hot path's

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
+from collections import deque
 from operator import attrgetter
 
 from zkcompat.jute import quorum as q
@@ -31,6 +32,11 @@ log = logging.getLogger(__name__)
 P = q.PacketType
 _ZXID_OF = attrgetter("zxid")
 HALF_TICKS_PER_TICK = 2
+# zookeeper.commitLogCount: committed txns kept in memory to sync learners from. Ours also
+# keeps every committed txn its own log has not made durable yet, however many: a quorum of
+# followers can commit a txn before the leader's fsync returns, and a DIFF read from the
+# durable log alone would skip it.
+COMMIT_LOG_COUNT = 500
 
 
 class Snap:
@@ -89,6 +95,8 @@ class Leader:
         # Leader.leaderStateSummary: a learner more recent than this cannot follow us.
         self._summary = (current_epoch, last_zxid)
         self._outstanding: list[Txn] = []  # proposed, not yet committed, in zxid order
+        self._committed: deque[Txn] = deque()  # the newest committed txns (COMMIT_LOG_COUNT)
+        self._keep_committed = len(voters) > 1  # an ensemble of one has nobody to sync
         self._pending_syncs: dict[int, list[int]] = {}  # zxid -> learners waiting for it
 
     @classmethod
@@ -278,7 +286,7 @@ class Leader:
             send.append((sid, q.packet(P.DIFF, committed)))
             self._send_history(sid, peer, committed, send)
         elif mode == "trunc":
-            point = min(self.history.floor(peer) if peer < committed else committed, committed)
+            point = min(self._floor(peer) if peer < committed else committed, committed)
             send.append((sid, q.packet(P.TRUNC, point)))
             self._send_history(sid, point, committed, send)
         else:
@@ -303,14 +311,38 @@ class Leader:
         if peer > committed:
             return "trunc"
         first = h.first_zxid()
+        if first is None and self._committed:
+            first = self._committed[0].zxid
         if first is None or peer < first:
             return "snap"
-        return "diff" if h.contains(peer) else "trunc"
+        return "diff" if self._contains(peer) else "trunc"
+
+    def _contains(self, zxid: int) -> bool:
+        mem = self._committed
+        if mem and mem[0].zxid <= zxid:
+            i = bisect_right(mem, zxid, key=_ZXID_OF)
+            return i > 0 and mem[i - 1].zxid == zxid
+        return self.history.contains(zxid)
+
+    def _floor(self, zxid: int) -> int:
+        mem = self._committed
+        if mem and mem[0].zxid <= zxid:
+            return mem[bisect_right(mem, zxid, key=_ZXID_OF) - 1].zxid
+        return self.history.floor(zxid)
+
+    def _history(self, after: int, upto: int) -> list[Txn]:
+        """Committed txns in (after, upto]: the durable log up to where the in-memory
+        committed log starts, which holds every committed txn not yet durable here."""
+        mem = self._committed
+        start = mem[0].zxid if mem else upto + 1
+        txns = list(self.history.txns_between(after, min(upto, start - 1))) if after < start else []
+        txns += [t for t in mem if after < t.zxid <= upto]
+        return txns
 
     def _send_history(self, sid: int, after: int, upto: int, send: list) -> None:
         if after >= upto:
             return
-        for txn in self.history.txns_between(after, upto):
+        for txn in self._history(after, upto):
             data = encode_txn(txn)
             send.append((sid, q.packet(P.PROPOSAL, txn.zxid, data)))
             send.append((sid, q.packet(P.COMMIT, txn.zxid)))
@@ -366,6 +398,12 @@ class Leader:
         committed = outstanding[:i]
         del outstanding[:i]
         self.last_committed_zxid = committed[-1].zxid
+        if self._keep_committed:
+            mem = self._committed
+            mem.extend(committed)
+            durable = self.last_logged_zxid
+            while len(mem) > COMMIT_LOG_COUNT and mem[0].zxid <= durable:
+                mem.popleft()
         if not self.learners:
             return Effects(deliver=committed)
         send = []
