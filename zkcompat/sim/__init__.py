@@ -1,5 +1,16 @@
-"""Deterministic simulation of an ensemble (later issue).
+"""Deterministic simulation of a whole ensemble on one thread, from one seed: the real
+QuorumPeer, Pipeline and Connection on a virtual clock, with simulated disk and network.
 
+loop               the virtual-clock event loop (time jumps to the next timer)
+network            byte streams between nodes: delay, partitions, resets
+disk               the txn log's durability contract: unsynced appends die in a crash
+server             one simulated member: the real QuorumPeer over simulated parts
+cluster            N servers, clients and the nemesis for one seed; run_seed
+clients            kazoo-like sessions on the client wire, recording a history
+nemesis            the seeded fault plan: crashes, partitions, power loss, slow disks
+checks             after a run: linearizability, replica agreement, one leader per
+                   epoch, acknowledged writes kept, per-session order
 history            client history records (invoked, completed or unknown, result)
-linearizability    the checker every simulated run's history goes through
+linearizability    the Wing & Gong / Porcupine checker, partitioned per znode
+cli                `zkcompat sim --seeds N --servers 3|5|7 [--seed S --trace]`
 """
