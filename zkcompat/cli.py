@@ -36,7 +36,8 @@ def main() -> None:
               help="dataDir (overrides the config).")
 @click.option("--log-level", default="info", show_default=True)
 def serve(config_path, port, address, data_dir, log_level) -> None:
-    """Run a standalone server (defaults: 127.0.0.1:2181, data under ./data)."""
+    """Run a server: standalone by default (127.0.0.1:2181, data under ./data), or a member
+    of the ensemble a zoo.cfg with server.N lines describes."""
     _setup_logging(log_level)
     overrides = {}
     if config_path is None:
@@ -59,8 +60,10 @@ def serve(config_path, port, address, data_dir, log_level) -> None:
         runner = asyncio.run
     from zkcompat.node import serve as run_server  # noqa: PLC0415
 
+    mode = (f"server {cfg.server_id} of an ensemble of {len(cfg.voters)}" if cfg.is_ensemble
+            else "standalone")
     click.echo(f"zkcompat listening on {cfg.client_port_address}:{cfg.client_port} "
-               f"(standalone, dataDir {cfg.data_dir})", err=True)
+               f"({mode}, dataDir {cfg.data_dir})", err=True)
     try:
         runner(run_server(cfg))
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ D/ensemble.json records each server's ports, zoo.cfg and PID; a PID is signalled
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -98,6 +99,16 @@ def save_state(directory: Path, ensemble: Ensemble) -> None:
     tmp = _state_path(directory).with_suffix(".json.tmp")
     tmp.write_text(json.dumps(raw, indent=2) + "\n")
     tmp.replace(_state_path(directory))
+
+
+def record_pid(directory: Path, sid: int, pid: int) -> None:
+    """Write one member's PID into ensemble.json under a lock, re-reading the file first,
+    so two commands starting servers at once do not overwrite each other's PIDs."""
+    with open(directory / f"{STATE_FILE}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensemble = load_state(directory)
+        ensemble.members[sid].pid = pid
+        save_state(directory, ensemble)
 
 
 def _require_state(directory: Path) -> Ensemble:
@@ -432,7 +443,7 @@ def start_server(sid: int, directory: Path, timeout_s: float) -> None:
     if not _port_refuses(m.client_port):
         raise click.ClickException(f"{m.address} is taken by another process")
     m.pid = _spawn(m.kind, m)
-    save_state(directory, ens)
+    record_pid(directory, sid, m.pid)
     why = _wait_serving([m], RESTART_MODES, timeout_s)
     if why:
         _report_failures(ens, why, timeout_s)
