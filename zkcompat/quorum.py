@@ -83,7 +83,10 @@ class Term:
 
 
 class QuorumPeer:
-    def __init__(self, config: Config, ctx, datadir, build_pipeline):
+    def __init__(self, config: Config, ctx, datadir, build_pipeline, *, epochs=None,
+                 rng=None):
+        """`epochs` (EpochFiles by default) and the election's `rng` are what a simulation
+        gives its own."""
         self.config = config
         self.ctx = ctx
         self.datadir = datadir
@@ -92,12 +95,13 @@ class QuorumPeer:
         self.me = config.servers[self.sid]
         self.observer = self.me.role == LearnerType.OBSERVER
         self.tree = ctx.tree
-        self.epochs = EpochFiles(config.data_dir, zxid_epoch(self.tree.last_processed_zxid))
+        self.epochs = epochs or EpochFiles(config.data_dir,
+                                           zxid_epoch(self.tree.last_processed_zxid))
         servers = sorted(config.servers.values(), key=lambda s: s.sid)
         cfg_keys = list(config.raw)  # zoo.cfg's keys in file order: the exact config bytes
         self.config_bytes = quorum_config_bytes(servers, cfg_keys)
         ctx.quorum_config = self.config_bytes  # conf prints the membership
-        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys)
+        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng)
         self.state = ServerState.LOOKING
 
     async def run(self) -> None:

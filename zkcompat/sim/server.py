@@ -11,7 +11,6 @@ import asyncio
 import logging
 
 from zkcompat.config import Config, QuorumServer
-from zkcompat.jute.election import ServerState
 from zkcompat.node import ServerContext
 from zkcompat.quorum import QuorumPeer
 from zkcompat.server.connection import Connection
@@ -19,8 +18,6 @@ from zkcompat.server.pipeline import Pipeline
 from zkcompat.sim.disk import SimDataDir, SimDisk, SimEpochs
 from zkcompat.sim.loop import Node, Teardown
 from zkcompat.tree.digest import tree_digest
-from zkcompat.zab.election import quorum_config_bytes
-from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.peer import zxid_epoch
 
@@ -86,21 +83,8 @@ class SimQuorumPeer(QuorumPeer):
     """QuorumPeer with the simulation's epoch files and a seeded election rng."""
 
     def __init__(self, config: Config, ctx, datadir: SimDataDir, build_pipeline, rng):
-        self.config = config
-        self.ctx = ctx
-        self.datadir = datadir
-        self.build_pipeline = build_pipeline
-        self.sid = config.server_id
-        self.me = config.servers[self.sid]
-        self.observer = False
-        self.tree = ctx.tree
-        self.epochs = SimEpochs(datadir.disk, zxid_epoch(self.tree.last_processed_zxid))
-        servers = sorted(config.servers.values(), key=lambda s: s.sid)
-        cfg_keys = list(config.raw)
-        self.config_bytes = quorum_config_bytes(servers, cfg_keys)
-        ctx.quorum_config = self.config_bytes
-        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng)
-        self.state = ServerState.LOOKING
+        epochs = SimEpochs(datadir.disk, zxid_epoch(ctx.tree.last_processed_zxid))
+        super().__init__(config, ctx, datadir, build_pipeline, epochs=epochs, rng=rng)
         self.sim: SimServer | None = None
 
     def install(self, what, pipeline: Pipeline) -> None:
