@@ -3,14 +3,25 @@
 apply is deterministic: everything it needs (time, session, resolved sequential path,
 new versions) is in the Txn, so every replica that applies the same Txns in zxid order
 holds the same tree. It returns the change events; delivering them is the server's job.
+It keeps ZooKeeper's tree digest current (`digest`, DataTree.getTreeDigest) the way
+NodeHashMapImpl does, by the rules in tree/digest.py's docstring.
 """
 
 import struct
+from zlib import crc32 as _crc32
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, EventType, OpCode
 from zkcompat.tree import quota
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, AclTuple, acl_from_records
+from zkcompat.tree.digest import (
+    DIGEST_STAT,
+    JAVA_LONG_MAX,
+    JAVA_LONG_MIN,
+    ZOOKEEPER_NODE_SUBTREE,
+    as_java_long,
+    path_bytes,
+)
 from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
 from zkcompat.tree.txn import Txn
 
@@ -24,6 +35,18 @@ _CREATE = OpCode.CREATE
 _NODE_CREATED, _NODE_DELETED, _NODE_DATA_CHANGED, _NODE_CHILDREN_CHANGED = (
     EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED,
     EventType.NODE_CHILDREN_CHANGED)
+
+# The digest. Each node caches its own (DataNode.digest, as ZooKeeper does), so taking a
+# node's old value out costs nothing, and None marks the nodes under /zookeeper/ (they
+# count 0), so telling them apart costs no startswith. A change confined to pzxid,
+# cversion or aversion needs no rehash of path, data and stat: CRC32 is affine,
+# crc32(a) ^ crc32(b) == crc32(a ^ b) ^ crc32(zeros) for a, b of one length, and a ^ b is
+# zero up to the stat's byte 16, so hashing the XOR of the changed fields from there on
+# is enough. (A struct.pack of the 9 stat fields is ~3k instructions, half a digest.)
+_pack_digest_stat = DIGEST_STAT.pack
+_pack_pzxid_cversion_xor = struct.Struct(">q20xi12x").pack  # stat[16:]: pzxid@0, cversion@28
+_pack_aversion_xor = struct.Struct(">32xi8x").pack  # stat[16:]: aversion@32
+_STAT_TAIL_ZEROS_CRC = _crc32(bytes(DIGEST_STAT.size - 16))
 
 # EphemeralType: ephemeralOwner values that are not session ids.
 CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000  # Long.MIN_VALUE
@@ -51,11 +74,12 @@ def is_session_owner(owner: int) -> bool:
 
 
 class ZNode:
-    """One znode: data, ACL and the persisted part of Stat; children created at the first child."""
+    """One znode: data, ACL and the persisted part of Stat; children created at the first child.
+    `digest` caches its DigestCalculator digest while the tree's is on: None under /zookeeper/."""
 
     __slots__ = (
         "data", "acl", "czxid", "mzxid", "ctime", "mtime", "version",
-        "cversion", "aversion", "ephemeralOwner", "pzxid", "children",
+        "cversion", "aversion", "ephemeralOwner", "pzxid", "children", "digest",
     )
 
     def __init__(self, data, acl: AclTuple, zxid: int, time: int, ephemeral_owner: int):
@@ -66,6 +90,7 @@ class ZNode:
         self.version = self.cversion = self.aversion = 0
         self.ephemeralOwner = ephemeral_owner
         self.children: set[str] | None = None
+        self.digest: int | None = None
 
     def stat(self) -> r.Stat:
         """The client's view of Stat (DataNode.copyStat): stored cversion counts creates, the
@@ -129,7 +154,11 @@ class ApplyResult:
 
 
 class DataTree:
-    def __init__(self):
+    """`digest` is ZooKeeper's getTreeDigest after the last apply, a signed 64-bit long; None
+    while the digest is off (zookeeper.digest.enabled=false), when apply does no digest work
+    (set_digest_enabled switches it). Whoever fills `nodes` itself calls rebuild_indexes."""
+
+    def __init__(self, digest_enabled: bool = True):
         root = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
         zk = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
         quota = ZNode(b"", OPEN_ACL_UNSAFE, 0, 0, 0)
@@ -145,6 +174,9 @@ class DataTree:
         self.ttls: set[str] = set()  # TTL nodes, for the reaper
         self.quota_paths: set[str] = set()  # paths with a zookeeper_limits node
         self.last_processed_zxid = 0
+        self.digest_enabled = digest_enabled
+        self.digest: int | None = None
+        self.recompute_digest()
 
     # -- reads ------------------------------------------------------------------
 
@@ -183,6 +215,35 @@ class DataTree:
         # and the log replayed after it would then count some changes twice.
         for path in self.quota_paths:
             self._recount_quota(path)
+        self.recompute_digest()
+
+    # -- digest -----------------------------------------------------------------
+
+    def set_digest_enabled(self, enabled: bool) -> None:
+        """Switch the digest on (computed afresh, as after a load) or off (None)."""
+        self.digest_enabled = enabled
+        self.recompute_digest()
+
+    def recompute_digest(self) -> None:
+        """Every node's digest and the tree's from scratch, as loading a snapshot does
+        (NodeHashMapImpl.put of each node); None while the digest is off."""
+        if not self.digest_enabled:
+            self.digest = None
+            return
+        total = 0
+        pack = _pack_digest_stat
+        for path, n in self.nodes.items():
+            if path.startswith(ZOOKEEPER_NODE_SUBTREE):
+                n.digest = None
+                continue
+            crc = _crc32(path.encode() if path.isascii() and path != ROOT else path_bytes(path))
+            data = n.data
+            if data is not None:
+                crc = _crc32(data, crc)
+            n.digest = d = _crc32(pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
+                                       n.cversion, n.aversion, n.ephemeralOwner), crc)
+            total += d
+        self.digest = as_java_long(total)
 
     # -- apply ------------------------------------------------------------------
 
@@ -205,17 +266,25 @@ class DataTree:
             # Replaying over a fuzzy snapshot: the node may be there already, created
             # again after a delete the snapshot missed; the parent still moves on
             # (DataTree.processTxn's setCversionPzxid for NODEEXISTS).
-            if hdr.type == _CREATE and body.parentCVersion > parent.cversion:
-                parent.cversion = body.parentCVersion
-                parent.pzxid = hdr.zxid
+            if hdr.type == _CREATE:
+                self._set_cversion_pzxid(parent, body.parentCVersion, hdr.zxid)
             return rc
+        digest_on = self.digest_enabled
+        delta = 0
         cversion = body.parentCVersion
         if cversion == -1:
             cversion = parent.cversion + 1
         # Replaying over a fuzzy snapshot must not move cversion/pzxid backwards.
         if cversion > parent.cversion:
+            zxid = hdr.zxid
+            if digest_on:
+                before = parent.digest
+                if before is not None:
+                    parent.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
+                        _pack_pzxid_cversion_xor(parent.pzxid ^ zxid, parent.cversion ^ cversion))
+                    delta = after - before
             parent.cversion = cversion
-            parent.pzxid = hdr.zxid
+            parent.pzxid = zxid
         node = ZNode(body.data, acl_from_records(body.acl), hdr.zxid, hdr.time, ephemeral_owner)
         if parent.children is None:
             parent.children = {child}
@@ -232,6 +301,23 @@ class DataTree:
                 self._recount_quota(trimmed)
         if self.quota_paths:
             self._quota_changed(path, len(body.data or b""), 1)
+        # Under /zookeeper/ if the parent is, or is /zookeeper: the digest stays None.
+        if digest_on and parent.digest is not None and parent_path != ZOOKEEPER:
+            # DigestCalculator.calculateDigest, inlined: this is every create's path.
+            try:
+                crc = _crc32(path.encode())
+            except UnicodeEncodeError:  # an unpaired surrogate: replaced, as Java's getBytes
+                crc = _crc32(path_bytes(path))
+            data = node.data
+            if data is not None:
+                crc = _crc32(data, crc)
+            node.digest = crc = _crc32(_pack_digest_stat(
+                node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version,
+                node.cversion, node.aversion, node.ephemeralOwner), crc)
+            d = self.digest + delta + crc
+            self.digest = d if JAVA_LONG_MIN <= d <= JAVA_LONG_MAX else as_java_long(d)
+        elif delta:
+            self.digest = as_java_long(self.digest + delta)
         if hdr.type != _CREATE:
             rc.node = node
         ev = rc.events if events is None else events
@@ -246,9 +332,24 @@ class DataTree:
             return Code.NONODE
         if parent.children is not None:
             parent.children.discard(child)
+        digest_on = self.digest_enabled
+        delta = 0
         if zxid > parent.pzxid:
+            if digest_on:
+                before = parent.digest
+                if before is not None:
+                    parent.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
+                        _pack_pzxid_cversion_xor(parent.pzxid ^ zxid, 0))
+                    delta = after - before
             parent.pzxid = zxid
         node = self.nodes.pop(path, None)
+        if digest_on:
+            # The parent moves on even when the child is missing (DataTree.deleteNode).
+            if node is not None and node.digest is not None:
+                delta -= node.digest
+            if delta:
+                d = self.digest + delta
+                self.digest = d if JAVA_LONG_MIN <= d <= JAVA_LONG_MAX else as_java_long(d)
         if node is None:
             return Code.NONODE
         owner = node.ephemeralOwner
@@ -270,6 +371,20 @@ class DataTree:
         events.append((_NODE_DELETED, path, node.acl))
         events.append((_NODE_CHILDREN_CHANGED, parent_path, parent.acl))
         return Code.OK
+
+    def _set_cversion_pzxid(self, node: ZNode, cversion: int, zxid: int) -> None:
+        """DataTree.setCversionPzxid: -1 means one more than now; never moves backwards."""
+        if cversion == -1:
+            cversion = node.cversion + 1
+        if cversion <= node.cversion:
+            return
+        if self.digest_enabled and node.digest is not None:
+            before = node.digest
+            node.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
+                _pack_pzxid_cversion_xor(node.pzxid ^ zxid, node.cversion ^ cversion))
+            self.digest = as_java_long(self.digest + after - before)
+        node.cversion = cversion
+        node.pzxid = zxid
 
     def _index_owner(self, path: str, owner: int) -> None:
         if owner > 0:  # a session's (container and TTL owners are negative)
@@ -341,10 +456,28 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
         return rc
     if tree.quota_paths:
         tree._quota_changed(body.path, len(body.data or b"") - len(node.data or b""), 0)
-    node.data = body.data
-    node.mtime = hdr.time
-    node.mzxid = hdr.zxid
-    node.version = body.version
+    node.data = data = body.data
+    node.mtime = mtime = hdr.time
+    node.mzxid = mzxid = hdr.zxid
+    node.version = version = body.version
+    if tree.digest_enabled and node.digest is not None:
+        # DigestCalculator.calculateDigest, inlined: this is every setData's path.
+        path = body.path
+        if path == ROOT:
+            crc = 0  # "/" is hashed as ""
+        else:
+            try:
+                crc = _crc32(path.encode())
+            except UnicodeEncodeError:  # an unpaired surrogate: replaced, as Java's getBytes
+                crc = _crc32(path_bytes(path))
+        if data is not None:
+            crc = _crc32(data, crc)
+        crc = _crc32(_pack_digest_stat(node.czxid, mzxid, node.pzxid, node.ctime, mtime,
+                                       version, node.cversion, node.aversion,
+                                       node.ephemeralOwner), crc)
+        d = tree.digest - node.digest + crc
+        node.digest = crc
+        tree.digest = d if JAVA_LONG_MIN <= d <= JAVA_LONG_MAX else as_java_long(d)
     rc.node = node
     (rc.events if events is None else events).append(
         (_NODE_DATA_CHANGED, body.path, node.acl)
@@ -358,6 +491,11 @@ def _apply_set_acl(tree: DataTree, hdr, body, events):
     if node is None:
         rc.err = Code.NONODE
         return rc
+    if tree.digest_enabled and node.digest is not None:
+        before = node.digest
+        node.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
+            _pack_aversion_xor(node.aversion ^ body.version))
+        tree.digest = as_java_long(tree.digest + after - before)
     node.acl = acl_from_records(body.acl)
     node.aversion = body.version
     rc.node = node

@@ -19,15 +19,19 @@ When ZooKeeper 3.8 changes the digest, for whoever maintains it incrementally in
   removed, its cversion/pzxid set (only if the txn's parentCVersion, or cversion + 1 when
   -1, is larger than the stored cversion: fuzzy-snapshot replay never moves it back), its
   digest added again, then the new node's digest added.
-- create that fails with NODEEXISTS during replay (DataTree.processTxn): setCversionPzxid on
-  the parent, with remove/add only when the cversion actually grows.
+- create that fails with NODEEXISTS during replay (DataTree.processTxn, for a txn of type
+  create only, not create2/container/TTL): setCversionPzxid on the parent (-1 meaning
+  cversion + 1), with remove/add only when the cversion actually grows.
 - delete: the parent's digest is removed, pzxid = max(pzxid, zxid), added again (even when
   the child turns out to be missing: the parent is updated before the NoNode), then the
   deleted node's digest removed. closeSession and session expiry are deletes, one each.
 - setData: remove, then data, mtime, mzxid, version change, then add.
 - setACL: remove, aversion changes, add (the ACL itself is not in the digest).
 - createSession, check, error txns, and anything under /zookeeper/ (quota stats, the
-  config node written by reconfig) leave the digest unchanged.
+  config node written by reconfig) leave the digest unchanged; but creating or deleting a
+  direct child of /zookeeper changes /zookeeper's cversion/pzxid, and that node counts.
+
+DataTree (tree/datatree.py) keeps `digest` so, each node caching its own as DataNode does.
 
 After every txn ZooKeeper records (zxid, digest) as lastProcessedZxidDigest (written into
 snapshot files after the tree, DataTree.serializeZxidDigest) and, every 128th zxid
@@ -53,9 +57,10 @@ DIGEST_LOG_INTERVAL = 128  # DataTree.DIGEST_LOG_INTERVAL: zxids the `hash` comm
 ROOT_DIGEST_PATH = b""  # DigestCalculator: "/" and "" are aliases; "" is hashed
 
 # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (60 bytes)
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")
+DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _LONG_MOD = 1 << 64
 _LONG_MIN = 1 << 63
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(1 << 63), (1 << 63) - 1  # Long.MIN_VALUE, Long.MAX_VALUE
 
 
 def as_java_long(value: int) -> int:
@@ -79,7 +84,7 @@ def node_digest(path: str, znode: ZNode) -> int:
     crc = crc32(path_bytes(path))
     if n.data is not None:
         crc = crc32(n.data, crc)
-    return crc32(_DIGEST_STAT.pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
+    return crc32(DIGEST_STAT.pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
                                    n.cversion, n.aversion, n.ephemeralOwner), crc)
 
 
@@ -96,7 +101,7 @@ def remove_digest(tree_value: int, node_value: int) -> int:
 def tree_digest(tree: DataTree) -> int:
     """NodeHashMapImpl.getDigest of the whole tree, as ZooKeeper's signed long."""
     total = 0
-    pack = _DIGEST_STAT.pack
+    pack = DIGEST_STAT.pack
     for path, n in tree.nodes.items():
         if path.startswith(ZOOKEEPER_NODE_SUBTREE):
             continue
