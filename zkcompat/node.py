@@ -73,6 +73,7 @@ def build_standalone(config: Config) -> ServerContext:
 def _build(config: Config) -> ServerContext:
     datadir = DataDir(config.data_dir, config.data_log_dir, sync=config.force_sync)
     tree = datadir.recover()
+    tree.set_digest_enabled(config.digest_enabled)  # zookeeper.digest.enabled
     gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
     snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,
                               purge=config.purge_interval_hours > 0)

@@ -264,6 +264,7 @@ class QuorumPeer:
             dd.txnlog.truncate_after(-1)  # none of the old history stays (it may diverge)
             dd.snapshots.write_sync(tree)
             log.info("event=snap_installed zxid=0x%x nodes=%d", zxid, len(tree.nodes))
+        tree.set_digest_enabled(self.config.digest_enabled)
         self.tree = tree
         self.ctx.tree = tree
         pipeline.tree = tree

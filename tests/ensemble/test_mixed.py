@@ -9,6 +9,8 @@ server.1 and server.2 settle before it votes: then server.2, of the same kind.""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from .harness import (
@@ -74,6 +76,18 @@ def _resync(ensemble, leader: int, learner: int, leader_kind: str, mode: str,
     check_trees_agree(ensemble, ROOT)
 
 
+def _digests_agree(ensemble, sid: int) -> None:
+    """A ZooKeeper leader's proposals carry its tree digest after each txn; the zkcompat
+    learner compares its own after applying (DataTree.compareDigest): it did, and they
+    never differed."""
+    ensemble.wait_log(sid, r"event=digest_checks_started zxid=\S+ equal=True")
+    port = ensemble.member(sid).client_port
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"mntr")
+        out = b"".join(iter(lambda: s.recv(4096), b""))
+    assert "zk_digest_mismatches_count\t0\n" in out.decode(), out.decode()
+
+
 @pytest.mark.parametrize("kinds", ["zkcompat,zookeeper,zookeeper", "zookeeper,zkcompat,zkcompat"])
 def test_mixed_ensemble_replicates_syncs_and_fails_over(ensemble, kinds):
     ensemble.start(3, kind=kinds, settings={**FAST, **SMALL_LOG_WINDOW})
@@ -88,8 +102,12 @@ def test_mixed_ensemble_replicates_syncs_and_fails_over(ensemble, kinds):
     check_acked_everywhere(ensemble, acked)
     assert check_trees_agree(ensemble, ROOT) == 1 + 3 * WRITES_PER_MEMBER
 
+    if leader_kind == "zookeeper":
+        _digests_agree(ensemble, learner)
     _resync(ensemble, leader, learner, leader_kind, "diff", MISSED_FEW, acked)
     _resync(ensemble, leader, learner, leader_kind, "snap", MISSED_MANY, acked)
+    if leader_kind == "zookeeper":
+        _digests_agree(ensemble, learner)  # also after its DIFF and its SNAP
 
     survivors = [s for s in ensemble.sids if s != leader]
     with Load(ensemble, root=f"{ROOT}/load") as load:

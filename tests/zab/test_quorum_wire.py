@@ -65,3 +65,19 @@ def test_payloads_round_trip_in_zookeepers_layout():
         q.decode_touches(b"\0" * 11)
     with pytest.raises(JuteError):
         q.parse_int_payload(None, "ACKEPOCH")
+
+
+def test_a_proposal_carries_the_leaders_digest_when_it_has_one():
+    from zkcompat.jute.constants import OpCode
+    from zkcompat.tree.digest import DIGEST_VERSION
+    from zkcompat.tree.txn import Txn, encode_txn
+    from zkcompat.zab.learner import decode_proposal
+
+    txn = Txn(r.TxnHeader(1, 2, 0x100000001, 0, OpCode.SET_DATA), r.SetDataTxn("/a", b"", 1))
+    plain = encode_txn(txn)
+    assert decode_proposal(plain).digest is None
+    assert decode_proposal(plain + q.encode_digest(DIGEST_VERSION, -42)).digest == -42
+    assert decode_proposal(plain + q.encode_digest(DIGEST_VERSION + 1, -42)).digest is None
+    close = Txn(r.TxnHeader(1, 2, 0x100000002, 0, OpCode.CLOSE_SESSION), None)
+    got = decode_proposal(encode_txn(close) + q.encode_digest(DIGEST_VERSION, 7))
+    assert got.body is None and got.digest == 7  # a record-less closeSession, then a digest

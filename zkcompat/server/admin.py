@@ -199,6 +199,7 @@ class Admin:
              sum(len(n.data or b"") + len(k) for k, n in p.tree.nodes.items())),
             ("zk_uptime", int((time.monotonic() - self.started) * 1000)),
             ("zk_snap_count", 0 if self.server.snapshotter.last is None else 1),
+            ("zk_digest_mismatches_count", p.stats.digest_mismatches),
         ]
         rows += self._leader_rows(p)
         return "".join(f"{k}\t{v}\n" for k, v in rows)

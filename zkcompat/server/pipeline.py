@@ -45,6 +45,16 @@ _SESSIONMOVED = Code.SESSIONMOVED
 _TIMEOUT = struct.Struct(">i")  # createSession's body on the quorum wire: the timeout
 
 
+class PipelineStats:
+    """What an operator reads of a server's replication (mntr)."""
+
+    __slots__ = ("digest_mismatches", "digests_compared")
+
+    def __init__(self):
+        self.digest_mismatches = 0  # ServerMetrics.DIGEST_MISMATCHES_COUNT
+        self.digests_compared = 0
+
+
 class QuorumShell:
     """What a pipeline asks of the server around it when it is part of an ensemble."""
 
@@ -109,6 +119,7 @@ class Pipeline:
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
         self._syncs: deque[Request] = deque()  # a learner's syncs the leader has not answered
         self._revalidating: dict[int, list] = {}  # a learner's reconnects awaiting the leader
+        self.stats = PipelineStats()
         self._touch_reported_ms = 0
         txn_log.on_synced = self._on_synced
         txn_log.on_sync_failed = self._on_sync_failed
@@ -347,6 +358,8 @@ class Pipeline:
             log.exception("event=apply_failed zxid=0x%x txn=%r action=stop_server", txn.zxid, txn)
             self.on_fatal()
             raise
+        if txn.digest is not None:
+            self._compare_digest(txn)
         watches = self.watches
         if rc.events and (watches.data.by_path or watches.child.by_path):  # .active, inlined
             watches.trigger(rc.events, txn.zxid)
@@ -384,6 +397,22 @@ class Pipeline:
             cnxn.close_after_flush("session moved to another server")
         if session.cnxn is cnxn:
             session.cnxn = None
+
+    def _compare_digest(self, txn) -> None:
+        """The leader's digest after this txn against ours (DataTree.compareDigest): a
+        mismatch means the replicas diverged; it is counted and logged, as ZooKeeper does."""
+        ours = self.tree.digest
+        stats = self.stats
+        if not stats.digests_compared:
+            log.info("event=digest_checks_started zxid=0x%x equal=%s", txn.zxid,
+                     ours == txn.digest)
+        stats.digests_compared += 1
+        if ours is None or ours == txn.digest:
+            return
+        self.stats.digest_mismatches += 1
+        if self.stats.digest_mismatches == 1:
+            log.error("event=digest_mismatch zxid=0x%x leader_digest=%d our_digest=%d txn=%r",
+                      txn.zxid, txn.digest, ours, txn)
 
     def _drain(self, session: Session) -> None:
         """Answer the reads queued behind a session's completed request, up to its next

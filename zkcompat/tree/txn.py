@@ -28,14 +28,17 @@ TXN_RECORD = {
 
 
 class Txn:
-    """`zxid` is the header's, copied once: it is read at every stage (log, ZAB, apply)."""
+    """`zxid` is the header's, copied once: it is read at every stage (log, ZAB, apply).
+    `digest` is the tree digest a leader said the tree has after this txn (a proposal's
+    TxnDigest), or None."""
 
-    __slots__ = ("hdr", "body", "zxid")
+    __slots__ = ("hdr", "body", "zxid", "digest")
 
     def __init__(self, hdr, body):
         self.hdr = hdr
         self.body = body
         self.zxid = hdr.zxid
+        self.digest = None
 
     def __repr__(self) -> str:
         return f"Txn({self.hdr!r}, {self.body!r})"
