@@ -227,7 +227,8 @@ class QuorumPeer:
         def on_lost(conn):
             term.end("connection to the leader lost")
 
-        conn = await connect_to_leader(target.host, target.quorum_port, on_packet, on_lost)
+        conn = await connect_to_leader(target.host, target.quorum_port, on_packet, on_lost,
+                                       cfg.init_limit * cfg.tick_time_ms / 1000)
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
         try:

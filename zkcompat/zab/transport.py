@@ -25,8 +25,10 @@ P = q.PacketType
 # LearnerHandler queue is unbounded, ours drops the learner, which then resyncs.
 OUTPUT_BUFFER_MAX_BYTES = 256 * 1024 * 1024
 SNAP_PROGRESS_EVERY_NODES = 100_000
-CONNECT_ATTEMPTS = 5  # Learner.connectToLeader: 5 tries
-CONNECT_RETRY_S = 1.0
+# Learner.connectToLeader: retry every zookeeper.leaderConnectDelayDuringRetryMs (100 ms,
+# ZOOKEEPER-3575) until initLimit has passed; a new leader opens its port a moment after
+# its followers have learned who it is.
+CONNECT_RETRY_S = 0.1
 
 
 class QuorumConnection(asyncio.Protocol):
@@ -158,18 +160,23 @@ def is_snap(item) -> bool:
     return isinstance(item, Snap)
 
 
-async def connect_to_leader(host: str, port: int, on_packet, on_lost) -> QuorumConnection:
-    """Learner.connectToLeader: a few tries, a second apart."""
+async def connect_to_leader(host: str, port: int, on_packet, on_lost,
+                            limit_s: float) -> QuorumConnection:
+    """Learner.connectToLeader: try every CONNECT_RETRY_S until `limit_s` (initLimit)."""
     loop = asyncio.get_running_loop()
-    last: Exception | None = None
-    for attempt in range(CONNECT_ATTEMPTS):
+    deadline = loop.time() + limit_s
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             _, conn = await loop.create_connection(
                 lambda: QuorumConnection(on_packet, on_lost, reads_snap=True), host, port)
             return conn
         except OSError as e:
-            last = e
-            log.info("event=leader_connect_failed host=%s port=%d attempt=%d error=%r", host,
-                     port, attempt + 1, str(e))
+            if loop.time() + CONNECT_RETRY_S > deadline:
+                raise ConnectionError(f"cannot reach the leader at {host}:{port} in "
+                                      f"{attempt} tries: {e}") from None
+            if attempt == 1:
+                log.info("event=leader_connect_retrying host=%s port=%d error=%r", host, port,
+                         str(e))
             await asyncio.sleep(CONNECT_RETRY_S)
-    raise ConnectionError(f"cannot reach the leader at {host}:{port}: {last}")
