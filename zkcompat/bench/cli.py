@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     managed: list[ManagedServer | ManagedEnsemble] = []
     try:
         targets = [Target(name, addrs) for name, addrs in args.external]
-        if args.workloads or args.fanout or args.idle:
+        failover_rounds = args.failover_rounds if args.ensemble > 1 else 0
+        if args.workloads or args.fanout or args.idle or failover_rounds:
             for kind in args.servers:
                 server = (ManagedServer(kind, workdir / "writes" / kind) if args.ensemble == 1
                           else ManagedEnsemble(kind, workdir / "writes" / kind, args.ensemble))
@@ -257,9 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows += sessions.idle(targets, args.idle, max(args.duration, 6.0), args.warmup,
                                       log=_log)
             ensembles = [m for m in managed if isinstance(m, ManagedEnsemble)]
-            if ensembles and args.failover_rounds:
-                print(f"failover: {args.failover_rounds} rounds", flush=True)
-                rows += failover.failover(ensembles, args.failover_rounds, log=_log)
+            if ensembles and failover_rounds:
+                print(f"failover: {failover_rounds} rounds", flush=True)
+                rows += failover.failover(ensembles, failover_rounds, log=_log)
             for server in managed:
                 server.stop()
         if plan["scale"]:
