@@ -31,9 +31,9 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.store import zkformat
 from zkcompat.store.importer import tree_from_snapshot
-from zkcompat.store.snapstream import SnapshotWriter, java_long_hashmap_order
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.digest import DIGEST_VERSION, tree_digest
+from zkcompat.tree.snapstream import SnapshotWriter, java_long_hashmap_order
 from zkcompat.tree.txn import Txn, decode_txn_at
 
 from .zk_tree import SUPER_CFG, diff_trees, read_tree, super_client

@@ -38,7 +38,6 @@ from zkcompat.jute.constants import Code, OpCode
 from zkcompat.store import zkformat
 from zkcompat.store.importer import tree_from_snapshot
 from zkcompat.store.snapshot import SnapshotStore
-from zkcompat.store.snapstream import SnapReader, snap_stream_chunks
 from zkcompat.tree import datatree
 from zkcompat.tree.datatree import MAX_TTL_MS, DataTree, is_session_owner
 from zkcompat.tree.digest import (
@@ -51,6 +50,7 @@ from zkcompat.tree.digest import (
     tree_digest,
 )
 from zkcompat.tree.quota import LIMIT_NODE, STATS_NODE
+from zkcompat.tree.snapstream import SnapReader, snap_stream_chunks
 from zkcompat.tree.txn import Txn, decode_txn_at
 
 WORLD = [r.ACL(31, r.Id("world", "anyone"))]

@@ -20,6 +20,8 @@ import time
 
 import click
 
+from zkcompat.sim.bugs import BUGS
+
 SERVER_COUNTS = ("3", "5", "7")
 
 
@@ -42,7 +44,7 @@ def _pin_hash_seed() -> None:
 @click.option("--trace", is_flag=True, help="Print the run's trace.")
 @click.option("--strict", is_flag=True,
               help="Run the Pipeline without the simulator's workarounds for known bugs.")
-@click.option("--bug", type=click.Choice(["ack_before_fsync"]), default=None,
+@click.option("--bug", type=click.Choice(BUGS), default=None,
               help="Switch on an injected bug (the checks must catch it).")
 @click.option("--fsync-ms", nargs=2, type=float, default=None, help="fsync latency range.")
 def sim(seeds, first_seed, seed, servers, faults, duration, trace, strict, bug,

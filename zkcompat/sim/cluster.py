@@ -16,6 +16,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.framing import FrameReader, frame
 from zkcompat.sim import checks
+from zkcompat.sim.bugs import BUGS, switched_on
 from zkcompat.sim.clients import OPEN_ACL, SESSION_TIMEOUT_MS, SETUP_PATHS, SimClient
 from zkcompat.sim.history import HistoryRecorder
 from zkcompat.sim.loop import Deadlock, Node, VirtualLoop, run_virtual, teardown
@@ -71,11 +72,12 @@ class Cluster:
         if fsync_ms is not None:
             for s in self.servers:
                 s.disk.fsync_ms = fsync_ms
+        if bug not in (None, *BUGS):
+            raise ValueError(f"unknown bug {bug!r}")
+        self.bug = bug
         if bug == "ack_before_fsync":
             for s in self.servers:
                 s.ack_before_durable = True
-        elif bug is not None:
-            raise ValueError(f"unknown bug {bug!r}")
         self.clients = [SimClient(self, i, self.child_rng(f"client{i}"))
                         for i in range(1, clients + 1)]
         self.faults = faults if faults is not None else plan(
@@ -189,7 +191,8 @@ class Cluster:
         logging.getLogger("zkcompat").setLevel(logging.CRITICAL)
         self.loop.set_exception_handler(self._loop_exception)
         try:
-            run_virtual(self.loop, self.main())
+            with switched_on(self.bug):
+                run_virtual(self.loop, self.main())
         except Deadlock as e:
             self.fail(str(e))
         except Exception as e:  # noqa: BLE001 - the simulator's own bug, reported with its seed

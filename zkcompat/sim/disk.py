@@ -14,9 +14,9 @@ import bisect
 from collections.abc import Iterator
 
 from zkcompat.store.datadir import DataDir
-from zkcompat.store.snapstream import SnapReader, snap_stream_chunks
 from zkcompat.store.txnlog import key_zxid, txn_key
 from zkcompat.tree.datatree import DataTree
+from zkcompat.tree.snapstream import SnapReader, snap_stream_chunks
 from zkcompat.tree.txn import Txn, decode_txn, encode_txn
 
 FSYNC_MIN_MS = 0.5

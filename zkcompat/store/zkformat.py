@@ -36,10 +36,10 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
-from zkcompat.store.snapstream import CHUNK_BYTES, Progress, SnapshotWriter
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.digest import DIGEST_VERSION
+from zkcompat.tree.snapstream import CHUNK_BYTES, Progress, SnapshotWriter
 from zkcompat.tree.txn import Txn, decode_txn
 
 # FileSnap.SNAP_MAGIC / FileTxnLog.TXNLOG_MAGIC: "ZKSN" / "ZKLG" read as a big-endian int.

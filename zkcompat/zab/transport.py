@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from zkcompat.jute import quorum as q
 from zkcompat.jute.errors import JuteError
-from zkcompat.store.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
+from zkcompat.tree.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
 from zkcompat.zab.leader import Snap
 
 log = logging.getLogger(__name__)

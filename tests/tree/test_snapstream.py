@@ -1,4 +1,4 @@
-"""store/snapstream.py: the SNAP stream (SerializeUtils.serializeSnapshot + "BenWasHere"),
+"""tree/snapstream.py: the SNAP stream (SerializeUtils.serializeSnapshot + "BenWasHere"),
 written in bounded chunks and read back incrementally, whatever the chunking; malformed
 streams refused with a SnapStreamError at the first bad byte, never a hang or a huge
 allocation. The ZooKeeper oracles are in test_zk_snapshot_writer.py."""
@@ -11,7 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zkcompat.store.snapstream import (
+from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, intern_acl
+from zkcompat.tree.datatree import CONTAINER_EPHEMERAL_OWNER, DataTree, ZNode, ttl_ephemeral_owner
+from zkcompat.tree.digest import tree_digest
+from zkcompat.tree.snapstream import (
     LENGTH_MAX_BYTES,
     OPEN_UNSAFE_ACL_ID,
     SIGNATURE,
@@ -22,9 +25,6 @@ from zkcompat.store.snapstream import (
     snap_stream_chunks,
     snapshot_chunks,
 )
-from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, intern_acl
-from zkcompat.tree.datatree import CONTAINER_EPHEMERAL_OWNER, DataTree, ZNode, ttl_ephemeral_owner
-from zkcompat.tree.digest import tree_digest
 
 DIGEST_ACL = intern_acl(((31, "digest", "alice:Dk5QTa/0dyYsCT3S0rhGSq1Tw1w="),))
 IP_ACL = intern_acl(((1, "ip", "127.0.0.1"), (31, "world", "anyone")))
