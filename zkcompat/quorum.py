@@ -24,7 +24,7 @@ from zkcompat.zab.election import Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
-from zkcompat.zab.peer import zxid_epoch
+from zkcompat.zab.peer import Effects, zxid_epoch
 from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
 log = logging.getLogger(__name__)
@@ -178,9 +178,9 @@ class QuorumPeer:
                         config_bytes=self.config_bytes)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
 
-        def on_packet(conn, pkt, _tree):
+        def on_packets(conn, pkts, _tree):
             if conn.sid is None:
-                sid = _learner_sid(pkt)
+                sid = _learner_sid(pkts[0])
                 if sid is None:
                     conn.close("first packet is not FOLLOWERINFO or OBSERVERINFO")
                     return
@@ -189,9 +189,10 @@ class QuorumPeer:
                     old.close("the learner connected again")
                 conn.sid = sid
                 term.conns[sid] = conn
-                pipeline.obey(leader.connected(sid, pkt))
-                return
-            pipeline.obey(leader.step(conn.sid, pkt))
+                pipeline.obey(leader.connected(sid, pkts[0]))
+                pkts = pkts[1:]
+            sid = conn.sid
+            obey_all(pipeline, (leader.step(sid, pkt) for pkt in pkts))
 
         def on_lost(conn):
             if conn.sid is not None and term.conns.get(conn.sid) is conn:
@@ -200,7 +201,7 @@ class QuorumPeer:
 
         loop = asyncio.get_running_loop()
         host = "0.0.0.0" if cfg.quorum_listen_on_all_ips else self.me.host
-        server = await loop.create_server(lambda: QuorumConnection(on_packet, on_lost),
+        server = await loop.create_server(lambda: QuorumConnection(on_packets, on_lost),
                                           host, self.me.quorum_port, reuse_address=True)
         try:
             pipeline.obey(leader.start())
@@ -221,13 +222,16 @@ class QuorumPeer:
         pipeline = term.pipeline = self.build_pipeline(self.tree, learner, term)
         learner.touched = pipeline.touched
 
-        def on_packet(conn, pkt, snap_tree):
-            pipeline.obey(learner.step(pkt, snap_tree))
+        def on_packets(conn, pkts, snap_tree):
+            if snap_tree is not None:
+                pipeline.obey(learner.step(pkts[0], snap_tree))
+                return
+            obey_all(pipeline, (learner.step(pkt) for pkt in pkts))
 
         def on_lost(conn):
             term.end("connection to the leader lost")
 
-        conn = await connect_to_leader(target.host, target.quorum_port, on_packet, on_lost,
+        conn = await connect_to_leader(target.host, target.quorum_port, on_packets, on_lost,
                                        cfg.init_limit * cfg.tick_time_ms / 1000)
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
@@ -315,6 +319,31 @@ class QuorumPeer:
             n += 1
         if n:
             log.info("event=log_fast_forwarded txns=%d zxid=0x%x", n, tree.last_processed_zxid)
+
+
+def obey_all(pipeline: Pipeline, effects) -> None:
+    """The effects of one read's packets, in as few pipeline calls as possible: runs of
+    plain ones (persist, send and deliver only: proposals, commits, ACKs) are merged in
+    order, so a read of many proposals is one log append and a read of many commits one
+    apply batch; any other effect is obeyed on its own, after the run before it."""
+    persist: list = []
+    send: list = []
+    deliver: list = []
+    for fx in effects:
+        if len(vars(fx)) > 3:
+            if persist or send or deliver:
+                pipeline.obey(Effects(persist, send, deliver))
+                persist, send, deliver = [], [], []
+            pipeline.obey(fx)
+            continue
+        if fx.persist:
+            persist += fx.persist
+        if fx.send:
+            send += fx.send
+        if fx.deliver:
+            deliver += fx.deliver
+    if persist or send or deliver:
+        pipeline.obey(Effects(persist, send, deliver))
 
 
 def _ignore_synced(zxid: int) -> None:

@@ -63,8 +63,14 @@ class Net:
                 self.sent_types.append((sid, to, P.SNAP))
                 self.queue.append((to, sid, ("snap", self.leader.last_committed_zxid)))
                 continue
-            self.sent_types.append((sid, to, pkt.type))
-            self.queue.append((to, sid, pkt.to_bytes()))
+            wire = pkt if isinstance(pkt, bytes) else pkt.to_bytes()
+            off = 0
+            while off < len(wire):  # a send may hold several packets' bytes
+                end = q.packet_end(wire, off)
+                one = wire[off:end]
+                self.sent_types.append((sid, to, q.decode_packet(one)[0].type))
+                self.queue.append((to, sid, one))
+                off = end
         self.delivered[sid] += fx.deliver
         if fx.serve:
             self.served.add(sid)
@@ -236,3 +242,22 @@ def test_a_learner_still_syncing_gets_init_limit_an_uptodate_one_sync_limit():
         fx = leader.tick()
         leader.learners[2].heard = leader.now
     assert fx.disconnect == [1]
+
+
+def test_a_sync_waiting_for_a_learner_that_reconnects_is_not_answered_on_the_new_link():
+    """Found by the simulator (5 servers, seed 20): a learner's connection dropped with a
+    sync still waiting; the SYNC then went to its next connection, whose pipeline had
+    asked for none, and popped an empty queue."""
+    net = ensemble()
+    establish(net)
+    leader = net.leader
+    a = txn(leader.next_zxid())
+    net.obey(3, leader.propose([a]))
+    assert leader.sync_request(1).send == []  # waits for a's commit
+    leader.gone(1)
+    assert not any(1 in sids for sids in leader._pending_syncs.values())
+    fx = leader.on_persisted(a.zxid)
+    net.obey(2, net.learners[2].on_persisted(a.zxid))
+    net.run()
+    assert not any(to == 1 and t == P.SYNC for _, to, t in net.sent_types)
+    assert fx is not None

@@ -62,6 +62,32 @@ def packet(type_: int, zxid: int = 0, data: bytes | None = None, authinfo=None) 
     return r.QuorumPacket(type_, zxid, data, authinfo)
 
 
+_NO_AUTHINFO = _I.pack(-1)
+_BARE = struct.Struct(">iqii")  # type, zxid, null data, null authinfo
+BARE_PACKET_BYTES = _BARE.size
+
+
+def bare_packet_bytes(type_: int, zxid: int) -> bytes:
+    """A packet with no data and no authinfo (ACK, COMMIT, PING, SYNC, UPTODATE...), on
+    the wire: what the broadcast sends per txn, built without a record object."""
+    return _BARE.pack(type_, zxid, -1, -1)
+
+
+def data_packet_bytes(type_: int, zxid: int, data: bytes) -> bytes:
+    """A packet with data and no authinfo (PROPOSAL, INFORM), on the wire."""
+    return _HEAD.pack(type_, zxid, len(data)) + data + _NO_AUTHINFO
+
+
+def bare_packet_at(buf, off: int) -> tuple[int, int] | None:
+    """(type, zxid) if the packet at `off` is a whole bare packet, else None."""
+    if len(buf) - off < _BARE.size:
+        return None
+    type_, zxid, n, count = _BARE.unpack_from(buf, off)
+    if n != -1 or count != -1:
+        return None
+    return type_, zxid
+
+
 def encode_packet(p: r.QuorumPacket) -> bytes:
     return p.to_bytes()
 

@@ -324,6 +324,9 @@ class Pipeline:
 
     def _synced(self) -> None:
         """The leader answered our oldest sync: everything committed before it is applied."""
+        if not self._syncs:
+            log.warning("event=unexpected_sync action=ignore")  # the leader's bug, not ours
+            return
         req = self._syncs.popleft()
         req.is_write = False
         session = self.tracker.sessions.get(req.session_id)

@@ -188,7 +188,9 @@ class Cluster:
         self.failures += checks.check_linearizable(ops, SETUP_PATHS)
 
     def run(self) -> RunResult:
-        logging.getLogger("zkcompat").setLevel(logging.CRITICAL)
+        zk_log = logging.getLogger("zkcompat")
+        level = zk_log.level
+        zk_log.setLevel(logging.CRITICAL)  # a run's servers log thousands of lines
         self.loop.set_exception_handler(self._loop_exception)
         try:
             with switched_on(self.bug):
@@ -197,6 +199,8 @@ class Cluster:
             self.fail(str(e))
         except Exception as e:  # noqa: BLE001 - the simulator's own bug, reported with its seed
             self.fail(f"simulator error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        finally:
+            zk_log.setLevel(level)
         if not self.failures or all("did not" not in f for f in self.failures):
             self.final_checks()
         ops = self.history.operations()

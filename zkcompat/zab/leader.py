@@ -30,6 +30,7 @@ from zkcompat.zab.peer import COUNTER_MASK, Effects, make_zxid, zxid_epoch
 log = logging.getLogger(__name__)
 
 P = q.PacketType
+_PROPOSAL, _COMMIT, _INFORM = int(P.PROPOSAL), int(P.COMMIT), int(P.INFORM)
 _ZXID_OF = attrgetter("zxid")
 HALF_TICKS_PER_TICK = 2
 # zookeeper.commitLogCount: committed txns kept in memory to sync learners from. Ours also
@@ -186,10 +187,14 @@ class Leader:
         return self._try_epoch(fx)
 
     def gone(self, sid: int) -> Effects:
-        """The learner's connection closed."""
+        """The learner's connection closed. Its syncs still waiting die with it: a SYNC
+        sent to its next connection would answer a request that connection never made."""
         self.learners.pop(sid, None)
         self.epoch_acked.discard(sid)
         self.newleader_acked.discard(sid)
+        for waiting in self._pending_syncs.values():
+            while sid in waiting:
+                waiting.remove(sid)
         return Effects()
 
     def step(self, sid: int, pkt: r.QuorumPacket) -> Effects:
@@ -365,13 +370,12 @@ class Leader:
         outstanding.extend(txns)
         if not self.learners:
             return Effects(txns)
-        send = []
-        for li in self.learners.values():
-            if li.forwarding and not li.observer:
-                sid = li.sid
-                for txn in txns:
-                    send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_txn(txn))))
-        return Effects(txns, send)
+        followers = [li.sid for li in self.learners.values() if li.forwarding and not li.observer]
+        if not followers:
+            return Effects(txns)
+        # Each txn is encoded once, and the same bytes go to every follower.
+        wire = b"".join([q.data_packet_bytes(_PROPOSAL, t.zxid, encode_txn(t)) for t in txns])
+        return Effects(txns, [(sid, wire) for sid in followers])
 
     def on_persisted(self, zxid: int) -> Effects:
         """Our own log has every txn up to `zxid` on disk: that is our ACK."""
@@ -407,14 +411,19 @@ class Leader:
         if not self.learners:
             return Effects(deliver=committed)
         send = []
+        commits = informs = None
         for li in self.learners.values():
             if not li.forwarding:
                 continue
-            sid = li.sid
             if li.observer:
-                send.extend((sid, q.packet(P.INFORM, t.zxid, encode_txn(t))) for t in committed)
+                if informs is None:
+                    informs = b"".join([q.data_packet_bytes(_INFORM, t.zxid, encode_txn(t))
+                                        for t in committed])
+                send.append((li.sid, informs))
             else:
-                send.extend((sid, q.packet(P.COMMIT, t.zxid)) for t in committed)
+                if commits is None:
+                    commits = b"".join([q.bare_packet_bytes(_COMMIT, t.zxid) for t in committed])
+                send.append((li.sid, commits))
         if self._pending_syncs:
             for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
                 send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))

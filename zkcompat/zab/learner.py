@@ -28,6 +28,7 @@ from zkcompat.zab.peer import Effects, make_zxid, zxid_epoch
 log = logging.getLogger(__name__)
 
 P = q.PacketType
+_ACK = int(P.ACK)
 
 
 def _no_touches() -> list[tuple[int, int]]:
@@ -206,10 +207,12 @@ class Learner:
         if self.phase != "broadcast" or self.observer:
             return Effects()
         unacked = self._unacked
-        send = []
+        acks = []
         while unacked and unacked[0] <= zxid:
-            send.append(self._send(q.packet(P.ACK, unacked.popleft())))
-        return Effects(send=send)
+            acks.append(q.bare_packet_bytes(_ACK, unacked.popleft()))
+        if not acks:
+            return Effects()
+        return Effects(send=[(self.leader_sid, b"".join(acks))])
 
     def _on_ping(self, pkt) -> Effects:
         reply = q.packet(P.PING, pkt.zxid, q.encode_touches(self.touched()), pkt.authinfo)

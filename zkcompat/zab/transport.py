@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from zkcompat.jute import quorum as q
+from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
 from zkcompat.zab.leader import Snap
@@ -21,6 +22,9 @@ from zkcompat.zab.leader import Snap
 log = logging.getLogger(__name__)
 
 P = q.PacketType
+_ACK, _SNAP = int(P.ACK), int(P.SNAP)
+_BARE_BYTES = q.BARE_PACKET_BYTES
+_COUNTER_MASK = 0xFFFFFFFF  # a zxid's counter: 0 in NEWLEADER's and UPTODATE's ACKs
 # A learner whose output buffer grows past this is not keeping up: ZooKeeper's
 # LearnerHandler queue is unbounded, ours drops the learner, which then resyncs.
 OUTPUT_BUFFER_MAX_BYTES = 256 * 1024 * 1024
@@ -32,11 +36,15 @@ CONNECT_RETRY_S = 0.1
 
 
 class QuorumConnection(asyncio.Protocol):
-    """One quorum-port connection. `on_packet(conn, pkt, snap_tree)` gets each packet (a
-    SNAP with the tree read after it, on a learner); `on_lost(conn)` once it closes."""
+    """One quorum-port connection. `on_packets(conn, pkts, snap_tree)` gets the packets of
+    one read together, in order (a SNAP alone, with the tree read after it, on a
+    learner); `on_lost(conn)` once it closes. On the leader's side (not reads_snap) a run
+    of ACKs in one read is handed over as its last: a learner ACKs in zxid order, so the
+    last says all the others said (an ACK of a zxid whose counter is 0, NEWLEADER's or
+    UPTODATE's, is never merged)."""
 
-    def __init__(self, on_packet: Callable, on_lost: Callable, *, reads_snap: bool = False):
-        self.on_packet = on_packet
+    def __init__(self, on_packets: Callable, on_lost: Callable, *, reads_snap: bool = False):
+        self.on_packets = on_packets
         self.on_lost = on_lost
         self.reads_snap = reads_snap
         self.transport: asyncio.Transport | None = None
@@ -85,21 +93,47 @@ class QuorumConnection(asyncio.Protocol):
         buf = self._buf
         buf += data
         off = 0
-        while not self._closed:
+        pkts = []
+        coalesce = not self.reads_snap
+        last_ack = None
+        while True:
+            bare = q.bare_packet_at(buf, off)
+            if bare is not None and not (bare[0] == _SNAP and self.reads_snap):
+                type_, zxid = bare
+                off += _BARE_BYTES
+                if coalesce and type_ == _ACK and zxid & _COUNTER_MASK:
+                    last_ack = zxid
+                    continue
+                if last_ack is not None:
+                    pkts.append(r.QuorumPacket(_ACK, last_ack))
+                    last_ack = None
+                pkts.append(r.QuorumPacket(type_, zxid))
+                continue
             end = q.packet_end(buf, off)
             if end < 0:
                 break
             pkt, _ = q.decode_packet(buf, off)
             off = end
+            if last_ack is not None:
+                pkts.append(r.QuorumPacket(_ACK, last_ack))
+                last_ack = None
             if pkt.type == P.SNAP and self.reads_snap:
                 rest = bytes(buf[off:])
                 del buf[:]
+                if pkts:
+                    self.on_packets(self, pkts, None)
+                if self._closed:
+                    return
                 self._start_snap(pkt)
                 if rest:
                     self._received(rest)
                 return
-            self.on_packet(self, pkt, None)
+            pkts.append(pkt)
+        if last_ack is not None:
+            pkts.append(r.QuorumPacket(_ACK, last_ack))
         del buf[:off]
+        if pkts:
+            self.on_packets(self, pkts, None)
 
     def _start_snap(self, pkt) -> None:
         log.info("event=snap_receiving zxid=0x%x", pkt.zxid)
@@ -111,18 +145,22 @@ class QuorumConnection(asyncio.Protocol):
         pkt = self._snap_pkt
         self._snap = self._snap_pkt = None
         log.info("event=snap_received zxid=0x%x nodes=%d", pkt.zxid, len(result.tree.nodes))
-        self.on_packet(self, pkt, result.tree)
+        self.on_packets(self, [pkt], result.tree)
         if result.rest and not self._closed:
             self._received(result.rest)
 
     # -- out --------------------------------------------------------------------------
 
     def send(self, packets: list) -> None:
-        """Packets in order; a Snap streams the given tree in place (SNAP + snapshot)."""
+        """Packets in order: wire bytes, records, or (Snap, tree), which streams the tree in
+        place (SNAP + snapshot)."""
         if self._closed or self.transport is None:
             return
         out = bytearray()
         for pkt in packets:
+            if type(pkt) is bytes:
+                out += pkt
+                continue
             if isinstance(pkt, tuple):  # (Snap, tree)
                 self.transport.write(bytes(out))
                 out = bytearray()
