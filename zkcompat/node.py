@@ -16,6 +16,7 @@ from zkcompat.server.expirer import run_expirer
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
+from zkcompat.server.roles import pipeline_class
 from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
@@ -84,7 +85,7 @@ def _build(config: Config) -> ServerContext:
 
 def _pipeline(ctx: ServerContext, tree, peer, shell=None) -> Pipeline:
     config = ctx.config
-    pipeline = Pipeline(tree, peer, ctx.datadir.txnlog, config.tick_time_ms,
+    pipeline = pipeline_class(peer)(tree, peer, ctx.datadir.txnlog, config.tick_time_ms,
                         config.server_id if config.is_ensemble else STANDALONE_SERVER_ID,
                         config.extended_types_enabled,
                         config.enforce_quota, shell)

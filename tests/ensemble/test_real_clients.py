@@ -92,8 +92,9 @@ def _crud_transcript(connect_string: str, workdir: Path) -> tuple[list[str], str
     return [line.replace(base, "$BASE") for line in transcript[starts[WARM_UP]:]], base
 
 
-def test_zkcli_through_a_multi_host_connect_string(ensemble, zkcompat, tmp_path):
-    ensemble.start(3, settings={"tickTime": TICK_TIME_MS, "maxClientCnxns": 0})
+@pytest.mark.parametrize("size", [3, 5])
+def test_zkcli_through_a_multi_host_connect_string(ensemble, zkcompat, tmp_path, size):
+    ensemble.start(size, settings={"tickTime": TICK_TIME_MS, "maxClientCnxns": 0})
     leader = ensemble.wait_one_leader()
     down = next(s for s in ensemble.sids if s != leader)
     ensemble.kill(down)
@@ -161,8 +162,9 @@ class JavaWriter:
             self.proc.wait(timeout=10)
 
 
-def test_java_client_keeps_writing_through_a_leader_kill(ensemble, java_writer):
-    ensemble.start(3, settings=FAST)
+@pytest.mark.parametrize("size", [3, 5])
+def test_java_client_keeps_writing_through_a_leader_kill(ensemble, java_writer, size):
+    ensemble.start(size, settings=FAST)
     leader = ensemble.wait_one_leader()
     base = f"/java-failover-{uuid.uuid4().hex[:8]}"
     writer = JavaWriter(java_writer, ensemble.hosts(leader), base)  # the leader first

@@ -12,7 +12,6 @@ import asyncio
 import logging
 import struct
 import time
-from collections import deque
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
@@ -27,7 +26,6 @@ from zkcompat.server.sessions import Session, SessionTracker, session_password
 from zkcompat.server.watches import WatchManager
 from zkcompat.tree.datatree import ApplyResult, DataTree
 from zkcompat.tree.errors import KeeperError
-from zkcompat.zab.leader import Leader
 from zkcompat.zab.peer import Effects
 
 log = logging.getLogger(__name__)
@@ -100,15 +98,17 @@ def _mono_ms() -> int:
 
 
 class Pipeline:
+    """The leader's pipeline, which a standalone server runs too; server/roles.py has the
+    learner's and the read-only server's, which differ in where writes go."""
+
+    leading = True  # prep turns writes into txns here; only the leader expires sessions
+    read_only = False
+
     def __init__(self, tree: DataTree, peer, txn_log, tick_ms: int, server_id: int = 0,
                  extended_types: bool = False, enforce_quota: bool = False,
                  shell: QuorumShell | None = None):
         self.tree = tree
         self.peer = peer
-        self.leading = isinstance(peer, Leader)
-        # No peer: a member outside any quorum serving read-only sessions (readonlymode):
-        # its sessions are its own, and writes are refused (ReadOnlyRequestProcessor).
-        self.read_only = peer is None
         self.txn_log = txn_log
         self.shell = shell or QuorumShell()
         self.watches = WatchManager()
@@ -117,10 +117,7 @@ class Pipeline:
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota) \
             if self.leading else None
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
-        self._syncs: deque[Request] = deque()  # a learner's syncs the leader has not answered
-        self._revalidating: dict[int, list] = {}  # a learner's reconnects awaiting the leader
         self.stats = PipelineStats()
-        self._touch_reported_ms = 0
         txn_log.on_synced = self._on_synced
         txn_log.on_sync_failed = self._on_sync_failed
         self.on_applied = _count_nothing  # after each batch of applied txns, with their count
@@ -132,9 +129,6 @@ class Pipeline:
         session = Session(self.tracker.next_session_id(), timeout_ms)
         session.cnxn = cnxn
         self.tracker.add(session, _mono_ms())
-        if self.read_only:  # a local session: no txn, answered at once
-            cnxn.send(cnxn.connect_response(session.session_id, timeout_ms))
-            return session
         req = Request(session.session_id, 0, OpCode.CREATE_SESSION,
                       r.CreateSessionTxn(timeout_ms), cnxn, [])
         self.submit(session, req)
@@ -142,78 +136,37 @@ class Pipeline:
 
     def submit(self, session: Session, req: Request) -> None:
         """Take one request of `session`; its reply will be sent in the session's order."""
-        if self.read_only and (req.is_write or req.type == _SYNC):
-            self._refuse_write(session, req)
-        elif not self.leading and (req.is_write or req.type == _SYNC):
-            self._forward(session, req)
-        elif req.is_write:
+        if req.is_write:
             if session is not None and session.owner is not None and req.type not in _UNOWNED:
                 txn = req.txn = self.prep.error_txn(req, Code.SESSIONMOVED)
             else:
                 txn = req.txn = self.prep.prepare(req)
             if session is not None:  # None: the server's own requests (the reaper's)
                 session.queue.append(req)
-            self._unproposed.append(txn)
-            if len(self._unproposed) == 1:
-                asyncio.get_running_loop().call_soon(self._propose)
+            self._enqueue(txn)
         elif session is not None and session.queue:
             session.queue.append(req)
         else:
             self._answer(req, self._execute_read(req))
 
-    def _forward(self, session: Session, req: Request) -> None:
-        """A learner's write or sync waits in its session's queue for the leader's answer:
-        the committed txn (matched by session and cxid), or a SYNC."""
-        req.is_write = True  # it holds back the session's later reads, as a write does
-        session.queue.append(req)
-        if req.type == _SYNC:
-            self._syncs.append(req)
-        auth = [r.Id(scheme, ident) for scheme, ident in req.auth_ids]
-        self.obey(self.peer.forward(req.session_id, req.xid, req.type, _request_body(req), auth))
-
-    def _refuse_write(self, session: Session, req: Request) -> None:
-        """Read-only: writes and sync get NOTREADONLY in the session's order; closing the
-        session ends it here, where it lives."""
-        if req.type == _CLOSE_SESSION:
-            self.tracker.remove(req.session_id)
-            session.queue.clear()
-            if req.cnxn is not None:
-                req.cnxn.send(encode_reply(req.xid, self.tree.last_processed_zxid, 0, None))
-                req.cnxn.close_after_flush("client closed session")
-            return
-        # Nothing waits in a read-only server's queues (no write is ever pending), so the
-        # answer is in the session's order as it stands.
-        self._answer(req, encode_reply(req.xid, self.tree.last_processed_zxid,
-                                       Code.NOTREADONLY, None))
+    def _enqueue(self, txn) -> None:
+        """A txn prep built: proposed with the rest of this loop turn's."""
+        self._unproposed.append(txn)
+        if len(self._unproposed) == 1:
+            asyncio.get_running_loop().call_soon(self._propose)
 
     def reopen(self, session: Session, timeout_ms: int, done) -> None:
-        """A client reconnects to `session` here: done(valid) once it may. A learner asks
-        the leader first (REVALIDATE), which makes this server the session's owner; on the
-        leader the session is ours from now on."""
-        if self.leading or self.read_only:
-            session.owner = None
-            done(True)
-            return
-        self._revalidating.setdefault(session.session_id, []).append(done)
-        self.obey(self.peer.revalidate(session.session_id, timeout_ms))
+        """A client reconnects to `session` here: done(valid) once it may. On the leader
+        the session is ours from now on."""
+        session.owner = None
+        done(True)
 
     def session_for_reconnect(self, session_id: int) -> Session | None:
-        """The session a client reconnects to. A learner knows every live session from the
-        replicated table, and tracks one locally once a client of it is here."""
-        session = self.tracker.sessions.get(session_id)
-        if session is None and not self.leading:
-            timeout = self.tree.sessions.get(session_id)
-            if timeout is not None:
-                session = Session(session_id, timeout)
-                self.tracker.add(session, _mono_ms())
-        return session
+        """The session a client reconnects to, if it lives."""
+        return self.tracker.sessions.get(session_id)
 
     def expire_sessions(self) -> None:
-        """Called every tick: submit a closeSession for each session past its deadline.
-        Only the leader decides expiry (learners report their sessions' touches); a
-        read-only server expires its own local sessions."""
-        if not (self.leading or self.read_only):
-            return
+        """Called every tick: submit a closeSession for each session past its deadline."""
         for session in self.tracker.expired(_mono_ms()):
             log.info("event=session_expired session=0x%x timeout_ms=%d",
                      session.session_id, session.timeout_ms)
@@ -280,8 +233,7 @@ class Pipeline:
                 session.owner = sid  # its client is at that learner now
             self.obey(self.peer.revalidated(sid, session_id, valid))
         for session_id, valid in effects.revalidated:
-            for callback in self._revalidating.pop(session_id, ()):
-                callback(valid)
+            self._revalidated(session_id, valid)
         for _ in range(effects.synced):
             self._synced()
         if effects.disconnect:
@@ -315,30 +267,15 @@ class Pipeline:
             session.owner = sid
             self.tracker.add(session, _mono_ms())
         if session is not None and session.owner != sid and op not in _UNOWNED:
-            txn = req.txn = self.prep.error_txn(req, Code.SESSIONMOVED)
-            self._unproposed.append(txn)
-            if len(self._unproposed) == 1:
-                asyncio.get_running_loop().call_soon(self._propose)
+            self._enqueue(self.prep.error_txn(req, Code.SESSIONMOVED))
             return
         self.submit(None, req)
 
     def _synced(self) -> None:
-        """The leader answered our oldest sync: everything committed before it is applied."""
-        if not self._syncs:
-            log.warning("event=unexpected_sync action=ignore")  # the leader's bug, not ours
-            return
-        req = self._syncs.popleft()
-        req.is_write = False
-        session = self.tracker.sessions.get(req.session_id)
-        if session is not None and session.queue and session.queue[0] is req:
-            self._drain(session)
+        raise AssertionError("only a learner is sent SYNC")
 
-    def touched(self) -> list[tuple[int, int]]:
-        """Sessions active since the last report: a learner's PING reply carries them."""
-        since = self._touch_reported_ms
-        self._touch_reported_ms = _mono_ms()
-        return [(s.session_id, s.timeout_ms) for s in self.tracker.sessions.values()
-                if s.last_active_ms >= since and not s.closing]
+    def _revalidated(self, session_id: int, valid: bool) -> None:
+        raise AssertionError("only a learner asks for REVALIDATE")
 
     def _on_synced(self, zxid: int) -> None:
         """The log's writer made everything up to `zxid` durable (one sync covers every txn
@@ -478,7 +415,7 @@ class Pipeline:
         return encode_reply(req.xid, zxid, 0, body)
 
 
-def _request_body(req: Request) -> bytes:
+def request_body(req: Request) -> bytes:
     """The request's body as ZooKeeper forwards it (Learner.request): its jute bytes."""
     rec = req.record
     if req.type == _CREATE_SESSION:

@@ -42,13 +42,10 @@ def _pin_hash_seed() -> None:
               help="Fault profile: none, crash, partition, power, all.")
 @click.option("--duration", type=float, default=None, help="Virtual seconds of load.")
 @click.option("--trace", is_flag=True, help="Print the run's trace.")
-@click.option("--strict", is_flag=True,
-              help="Run the Pipeline without the simulator's workarounds for known bugs.")
 @click.option("--bug", type=click.Choice(BUGS), default=None,
               help="Switch on an injected bug (the checks must catch it).")
 @click.option("--fsync-ms", nargs=2, type=float, default=None, help="fsync latency range.")
-def sim(seeds, first_seed, seed, servers, faults, duration, trace, strict, bug,
-        fsync_ms) -> None:
+def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms) -> None:
     """Deterministic simulation of an ensemble: faults, clients, and the checks."""
     _pin_hash_seed()
     from zkcompat.sim.cluster import DURATION_S, run_seed  # noqa: PLC0415
@@ -61,13 +58,12 @@ def sim(seeds, first_seed, seed, servers, faults, duration, trace, strict, bug,
         todo = [seed]
     else:
         todo = list(range(first_seed, first_seed + (seeds if seeds is not None else 100)))
-    options = {"profile": faults, "duration_s": duration or DURATION_S,
-               "workarounds": not strict, "bug": bug}
+    options = {"profile": faults, "duration_s": duration or DURATION_S, "bug": bug}
     if fsync_ms:
         options["fsync_ms"] = tuple(fsync_ms)
     replay = (f"zkcompat sim --servers {n} --faults {faults}"
               + (f" --duration {duration}" if duration else "")
-              + (" --strict" if strict else "") + (f" --bug {bug}" if bug else "")
+              + (f" --bug {bug}" if bug else "")
               + (f" --fsync-ms {fsync_ms[0]} {fsync_ms[1]}" if fsync_ms else ""))
     failed = []
     ops = 0

@@ -49,7 +49,7 @@ class RunResult:
 class Cluster:
     def __init__(self, seed: int, n_servers: int = 3, *, profile: str = "all",
                  clients: int = CLIENTS, duration_s: float = DURATION_S,
-                 bug: str | None = None, faults=None, workarounds: bool = True,
+                 bug: str | None = None, faults=None,
                  fsync_ms: tuple[float, float] | None = None):
         self.seed = seed
         self.n_servers = n_servers
@@ -66,7 +66,6 @@ class Cluster:
         self.digests: dict[int, tuple[int, str]] = {}
         self.leaders: dict[int, str] = {}  # epoch -> host that served as its leader
         self.duration_s = duration_s
-        self.workarounds = workarounds
         self.servers = [SimServer(self, sid) for sid in range(1, n_servers + 1)]
         self.servers_by_sid = {s.sid: s for s in self.servers}
         if fsync_ms is not None:

@@ -15,6 +15,7 @@ from zkcompat.node import ServerContext
 from zkcompat.quorum import QuorumPeer
 from zkcompat.server.connection import Connection
 from zkcompat.server.pipeline import Pipeline
+from zkcompat.server.roles import pipeline_class
 from zkcompat.sim.disk import SimDataDir, SimDisk, SimEpochs
 from zkcompat.sim.loop import Node, Teardown
 from zkcompat.tree.digest import tree_digest
@@ -230,7 +231,7 @@ class SimServer:
 
     def _build_pipeline(self, tree, peer, shell) -> Pipeline:
         ctx = self.ctx
-        cls = SimPipeline if self.cluster.workarounds else Pipeline
+        cls = pipeline_class(peer)
         pipeline = cls(tree, peer, ctx.datadir.txnlog, self.config.tick_time_ms,
                        self.sid, False, False, shell)
         term = _TermWatch(self, pipeline, peer, shell)
@@ -256,20 +257,6 @@ class SimServer:
 def _ident(txn) -> tuple[int, int, int]:
     hdr = txn.hdr
     return (hdr.clientId, hdr.cxid, hdr.type)
-
-
-class SimPipeline(Pipeline):
-    """Pipeline with the workarounds for bugs the simulator found, so that runs can look
-    for the next one (`zkcompat sim --strict` runs the Pipeline as it is):
-
-    - a learner's SYNC makes the leader propose the writes of this loop turn at once, but
-      the _propose already scheduled for them still runs, with nothing to propose, and
-      Leader.propose([]) raises IndexError (logged by asyncio as an exception in callback).
-    """
-
-    def _propose(self) -> None:
-        if self._unproposed:
-            super()._propose()
 
 
 class _TermWatch:
