@@ -346,6 +346,16 @@ def _prepare(directory: Path, size: int, kind: str, settings: dict,
     return old
 
 
+def _serving_or_exit(ens: Ensemble, members: list[Member], modes: frozenset[str],
+                     timeout_s: float) -> None:
+    """Return once every member serves in one of `modes`; else name those that did not
+    and exit 1."""
+    why = _wait_serving(members, modes, timeout_s)
+    if why:
+        _report_failures(ens, why, timeout_s)
+        raise SystemExit(1)
+
+
 def _report_failures(ensemble: Ensemble, why: dict[int, str], timeout_s: float) -> None:
     for sid, reason in why.items():
         m = ensemble.members[sid]
@@ -390,10 +400,7 @@ def start(size: str, directory: Path, kind: str, timeout_s: float,
     for m in ens.members.values():
         m.pid = _spawn(m.kind, m)
         save_state(directory, ens)  # recorded at once: `stop` can end it whatever follows
-    why = _wait_serving(list(ens.members.values()), START_MODES, timeout_s)
-    if why:
-        _report_failures(ens, why, timeout_s)
-        raise SystemExit(1)
+    _serving_or_exit(ens, list(ens.members.values()), START_MODES, timeout_s)
     click.echo(f"connect: {ens.connect_string}")
 
 
@@ -444,10 +451,7 @@ def start_server(sid: int, directory: Path, timeout_s: float) -> None:
         raise click.ClickException(f"{m.address} is taken by another process")
     m.pid = _spawn(m.kind, m)
     record_pid(directory, sid, m.pid)
-    why = _wait_serving([m], RESTART_MODES, timeout_s)
-    if why:
-        _report_failures(ens, why, timeout_s)
-        raise SystemExit(1)
+    _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     click.echo(f"server.{sid} {m.address} {server_mode(m.client_port) or 'down'}")
 
 

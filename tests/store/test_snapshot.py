@@ -45,7 +45,10 @@ class Writer:
             name = f"{'' if parent == '/' else parent}/n{self.zxid}"
             owner_session = rng.random() < 0.2 and not tree.nodes[parent].ephemeralOwner
             body = r.CreateTxn(name, rng.randbytes(rng.randrange(0, 50)) if rng.random() < 0.9 else None,
-                               rng.choice([WORLD, DIGEST]), bool(owner_session and parent == "/"), -1)
+                               rng.choice([WORLD, DIGEST]), bool(owner_session and parent == "/"),
+                               # prep's explicit parentCVersion: replay over a fuzzy snapshot
+                               # must not bump it twice (-1 would, as in ZooKeeper)
+                               tree.nodes[parent].cversion + 1)
             t = Txn(r.TxnHeader(99, 1, self.zxid, self.zxid * 10, OpCode.CREATE), body)
         elif roll < 0.8:
             p = rng.choice(leaves)

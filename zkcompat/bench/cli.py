@@ -174,9 +174,9 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
                     f"{', '.join(map(str, ENSEMBLE_SIZES))}")
         for s in args.servers:
             if s not in ENSEMBLE_KINDS:
-                p.error(f"--ensemble: {s} cannot run as an ensemble yet (replication is a "
-                        f"later issue); start {', '.join(ENSEMBLE_KINDS)} alone, or measure "
-                        "a running ensemble with --connect")
+                p.error(f"--ensemble: {s} cannot run as an ensemble here (only "
+                        f"{', '.join(ENSEMBLE_KINDS)}); measure a running ensemble with "
+                        "--connect")
         if args.scale:
             p.error("--ensemble: the scale checks measure one server; leave out --scale")
         args.no_recovery = True  # recovery measures one server's restart

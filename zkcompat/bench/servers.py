@@ -284,7 +284,7 @@ class ManagedEnsemble:
 
     def __post_init__(self) -> None:
         if self.kind not in ENSEMBLE_KINDS:
-            raise ValueError(f"{self.kind} cannot run as an ensemble yet")
+            raise ValueError(f"{self.kind} cannot run as an ensemble")
         if self.size not in ENSEMBLE_SIZES:
             raise ValueError(f"an ensemble has {', '.join(map(str, ENSEMBLE_SIZES))} servers")
         ports = [(free_port(), free_port(), free_port()) for _ in range(self.size)]
