@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from kazoo.security import make_acl
 
 from .harness import (
     FAST,
@@ -21,6 +22,7 @@ from .harness import (
     Load,
     check_acked_everywhere,
     check_trees_agree,
+    close_client,
     write_batch,
 )
 
@@ -45,16 +47,34 @@ SYNC_LINES = {
 SNAP_INSTALLED = {"zkcompat": r"event=snap_installed", "zookeeper": r"Getting a snapshot from leader"}
 
 
-def _write_through_every_member(ensemble, acked: AckedWrites) -> None:
+def _write_through_every_member(ensemble, acked: AckedWrites, tag: str = "via",
+                                more_kinds: bool = False) -> None:
+    """Creates and setData through each member; with more_kinds also a multi, deletes,
+    a setACL and ephemerals that go with their session (every way a txn moves the
+    digest)."""
     for sid in ensemble.sids:
         client = ensemble.client_on(sid)
-        paths = {f"{ROOT}/via-{sid}-{i:03d}": b"%d-%d" % (sid, i)
+        paths = {f"{ROOT}/{tag}-{sid}-{i:03d}": b"%d-%d" % (sid, i)
                  for i in range(WRITES_PER_MEMBER)}
-        write_batch(client, paths, acked, writer=f"via-{sid}")
+        write_batch(client, paths, acked, writer=f"{tag}-{sid}")
         for path in list(paths)[:5]:  # a setData through this member as well
             data = path.encode()
             assert client.set(path, data).version == 1
-            acked.ack(Ack(path, data, 1, 0.0, 0.0, f"via-{sid}"))
+            acked.ack(Ack(path, data, 1, 0.0, 0.0, f"{tag}-{sid}"))
+        if not more_kinds:
+            continue
+        scratch = f"{ROOT}/{tag}-{sid}-scratch"
+        tx = client.transaction()
+        tx.create(scratch, b"m")
+        tx.create(scratch + "/child", b"c")
+        tx.set_data(scratch, b"n")
+        assert all(not isinstance(x, Exception) for x in tx.commit())
+        client.set_acls(scratch, [make_acl("world", "anyone", all=True)])
+        client.delete(scratch, recursive=True)
+        owner = ensemble.client_on(sid)
+        owner.create(f"{ROOT}/{tag}-{sid}-eph-", b"e", ephemeral=True, sequence=True)
+        owner.create(f"{ROOT}/{tag}-{sid}-eph-", b"e", ephemeral=True, sequence=True)
+        close_client(owner)  # closeSession deletes both
 
 
 def _resync(ensemble, leader: int, learner: int, leader_kind: str, mode: str,
@@ -77,15 +97,21 @@ def _resync(ensemble, leader: int, learner: int, leader_kind: str, mode: str,
 
 
 def _digests_agree(ensemble, sid: int) -> None:
-    """A ZooKeeper leader's proposals carry its tree digest after each txn; the zkcompat
-    learner compares its own after applying (DataTree.compareDigest): it did, and they
-    never differed."""
-    ensemble.wait_log(sid, r"event=digest_checks_started zxid=\S+ equal=True")
+    """A leader's proposals carry its tree digest after each txn (a zkcompat leader's is
+    prep's prediction); a learner compares its own after applying (DataTree.compareDigest)
+    and counts each difference in zk_digest_mismatches_count. A zkcompat learner also logs
+    that it compared, so its check cannot pass on proposals without digests; ZooKeeper
+    logs the first mismatch at ERROR."""
+    kind = ensemble.member(sid).kind
+    if kind == "zkcompat":
+        ensemble.wait_log(sid, r"event=digest_checks_started zxid=\S+ equal=True")
+    else:
+        assert "First digest mismatch" not in ensemble.log_since(sid), ensemble.log_tails()
     port = ensemble.member(sid).client_port
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"mntr")
         out = b"".join(iter(lambda: s.recv(4096), b""))
-    assert "zk_digest_mismatches_count\t0\n" in out.decode(), out.decode()
+    assert "zk_digest_mismatches_count\t0\n" in out.decode(), (kind, out.decode())
 
 
 @pytest.mark.parametrize("kinds", ["zkcompat,zookeeper,zookeeper", "zookeeper,zkcompat,zkcompat"])
@@ -102,12 +128,14 @@ def test_mixed_ensemble_replicates_syncs_and_fails_over(ensemble, kinds):
     check_acked_everywhere(ensemble, acked)
     assert check_trees_agree(ensemble, ROOT) == 1 + 3 * WRITES_PER_MEMBER
 
-    if leader_kind == "zookeeper":
-        _digests_agree(ensemble, learner)
+    learners = [s for s in ensemble.sids if s != leader]
+    for sid in learners:
+        _digests_agree(ensemble, sid)
     _resync(ensemble, leader, learner, leader_kind, "diff", MISSED_FEW, acked)
     _resync(ensemble, leader, learner, leader_kind, "snap", MISSED_MANY, acked)
-    if leader_kind == "zookeeper":
-        _digests_agree(ensemble, learner)  # also after its DIFF and its SNAP
+    _write_through_every_member(ensemble, acked, "after-resync", more_kinds=True)
+    for sid in learners:
+        _digests_agree(ensemble, sid)  # also after the DIFF and the SNAP
 
     survivors = [s for s in ensemble.sids if s != leader]
     with Load(ensemble, root=f"{ROOT}/load") as load:

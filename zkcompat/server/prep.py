@@ -7,6 +7,14 @@ A record retires by its zxid alone: lookups ignore a record at or below the appl
 zxid, so applying a batch costs a binary search, not a walk over its records; the map
 is pruned in bulk (see `applied`).
 A failed write still becomes a Txn (an ErrorTxn with its own zxid), as in ZooKeeper.
+
+Prep also predicts ZooKeeper's tree digest after each txn (PrecalculatedDigest), which
+the leader sends as the proposal's TxnDigest and every server, itself included, compares
+with its tree once the txn is applied. A record carries the whole persisted stat, so its
+node digest can be computed before the tree has it: `base` is the node's digest before
+this txn, `digest` after it (None until `_settle` has computed it, once the op that made
+the record is done). The running prediction starts from the tree's digest whenever no
+record is outstanding, so a wrong prediction cannot outlive the txns it was made for.
 """
 
 import logging
@@ -33,6 +41,7 @@ from zkcompat.tree.datatree import (
     is_session_owner,
     ttl_ephemeral_owner,
 )
+from zkcompat.tree.digest import as_java_long, stat_digest
 from zkcompat.tree.errors import KeeperError
 from zkcompat.tree.paths import SPECIAL_PATHS, parent_of, split_parent, validate_path
 from zkcompat.tree.txn import TXN_RECORD, Txn
@@ -60,10 +69,12 @@ class ChangeRecord:
     """The predicted state of one path after the outstanding txns (None fields: deleted)."""
 
     __slots__ = ("zxid", "path", "exists", "version", "cversion", "aversion", "ephemeral_owner",
-                 "child_count", "acl", "data")
+                 "child_count", "acl", "data", "czxid", "mzxid", "pzxid", "ctime", "mtime",
+                 "base", "digest")
 
     def __init__(self, zxid, path, exists, version=0, cversion=0, aversion=0, ephemeral_owner=0,
-                 child_count=0, acl=(), data=None):
+                 child_count=0, acl=(), data=None, czxid=0, mzxid=0, pzxid=0, ctime=0, mtime=0,
+                 base=0):
         self.zxid = zxid
         self.path = path
         self.exists = exists
@@ -74,11 +85,25 @@ class ChangeRecord:
         self.child_count = child_count
         self.acl = acl
         self.data = data
+        self.czxid = czxid
+        self.mzxid = mzxid
+        self.pzxid = pzxid
+        self.ctime = ctime
+        self.mtime = mtime
+        self.base = base  # the node's digest before this record's txn (0: absent)
+        self.digest = None  # after it, once settled
 
     def duplicate(self, zxid: int) -> "ChangeRecord":
+        d = self.digest
         return ChangeRecord(zxid, self.path, self.exists, self.version, self.cversion,
                             self.aversion, self.ephemeral_owner, self.child_count, self.acl,
-                            self.data)
+                            self.data, self.czxid, self.mzxid, self.pzxid, self.ctime,
+                            self.mtime, self.base if d is None else d)
+
+    def gone(self, zxid: int) -> "ChangeRecord":
+        """The record of this node's deletion by txn `zxid`."""
+        d = self.digest
+        return ChangeRecord(zxid, self.path, False, base=self.base if d is None else d)
 
 
 def _next_version(current: int, expected: int, path: str) -> int:
@@ -114,6 +139,11 @@ class Prep:
         self._applied_zxid = 0
         self._order: list[ChangeRecord] = []  # every outstanding record, in zxid order
         self._closing: dict[int, int] = {}  # session id -> zxid of its prepared closeSession
+        # The digest prediction: the tree's after the last prepared txn with records, and
+        # what the txn being prepared changes (rolled back with a failed multi's records).
+        self._digest = tree.digest
+        self._txn_delta = 0
+        self._time = 0  # the txn being prepared's header time: a new node's ctime
 
     # -- outstanding changes ------------------------------------------------------
 
@@ -121,8 +151,11 @@ class Prep:
         node = self.tree.nodes.get(path)
         if node is None:
             raise KeeperError(Code.NONODE, path)
+        d = node.digest
         return ChangeRecord(zxid, path, True, node.version, node.cversion, node.aversion,
-                            node.ephemeralOwner, node.num_children, node.acl, node.data)
+                            node.ephemeralOwner, node.num_children, node.acl, node.data,
+                            node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime,
+                            0 if d is None else d)
 
     def _record(self, path: str) -> ChangeRecord:
         """getRecordForPath: outstanding change, else the tree; NONODE if it does not exist."""
@@ -156,6 +189,22 @@ class Prep:
             return path in self.tree.nodes
         return cr.exists
 
+    def _settle(self, records) -> None:
+        """Each record's node digest after its txn, and the tree's change, counted into
+        the txn being prepared (DigestCalculator.calculateDigest on the predicted stat)."""
+        delta = 0
+        for cr in records:
+            if cr.digest is not None:
+                continue
+            if cr.exists:
+                cr.digest = d = stat_digest(
+                    cr.path, cr.data, cr.czxid, cr.mzxid, cr.pzxid, cr.ctime, cr.mtime,
+                    cr.version, cr.cversion, cr.aversion, cr.ephemeral_owner)
+            else:
+                cr.digest = d = 0
+            delta += d - cr.base
+        self._txn_delta += delta
+
     def applied(self, zxid: int) -> None:
         """Txns up to `zxid` are in the tree: their records retire (lookups skip them)."""
         self._applied_zxid = zxid
@@ -180,6 +229,8 @@ class Prep:
         """Build the Txn for a write request; errors become an ErrorTxn with its own zxid."""
         zxid = self._next_zxid()
         hdr = r.TxnHeader(req.session_id, req.xid, zxid, self._now_ms(), req.type)
+        self._time = hdr.time
+        self._txn_delta = 0
         pending: list[ChangeRecord] = []
         op_type, rec = req.type, req.record
         try:
@@ -196,24 +247,38 @@ class Prep:
                 body = PREP[op_type](self, req, rec, op_type, zxid, pending)
         except KeeperError as e:
             hdr.type = OpCode.ERROR
-            return Txn(hdr, r.ErrorTxn(e.code))
+            return self._digested(Txn(hdr, r.ErrorTxn(e.code)))
         if type(body) is not TXN_RECORD.get(op_type) and not _record_fits(op_type, body):
             # Our own bug; refusing here keeps a txn apply cannot read out of the log.
             log.error("event=prep_bug op=%d body=%r action=reply_systemerror", req.type, body)
             hdr.type = OpCode.ERROR
-            return Txn(hdr, r.ErrorTxn(Code.SYSTEMERROR))
-        changes = self._changes  # the predictions take effect
-        for cr in pending:
-            changes[cr.path] = cr
-        self._order += pending
-        return Txn(hdr, body)
+            return self._digested(Txn(hdr, r.ErrorTxn(Code.SYSTEMERROR)))
+        txn = Txn(hdr, body)
+        if pending:
+            changes = self._changes  # the predictions take effect
+            for cr in pending:
+                changes[cr.path] = cr
+            if self.tree.digest_enabled:
+                self._settle(pending)
+                base = self._digest if self._order else self.tree.digest
+                self._digest = txn.digest = as_java_long(base + self._txn_delta)
+            self._order += pending
+            return txn
+        return self._digested(txn)
+
+    def _digested(self, txn: Txn) -> Txn:
+        """A txn that changes no node: the tree digest it leaves is the prediction so far
+        (setTxnDigest with getCurrentTreeDigest)."""
+        if self.tree.digest_enabled:
+            txn.digest = self._digest if self._order else self.tree.digest
+        return txn
 
     def error_txn(self, req, code: int) -> Txn:
         """A write refused before prep looks at it (SESSIONMOVED): an ErrorTxn with its
         own zxid, as PrepRequestProcessor makes of a KeeperException."""
         hdr = r.TxnHeader(req.session_id, req.xid, self._next_zxid(), self._now_ms(),
                           OpCode.ERROR)
-        return Txn(hdr, r.ErrorTxn(code))
+        return self._digested(Txn(hdr, r.ErrorTxn(code)))
 
     def _prep_multi(self, req, zxid, pending) -> list:
         """Every op of a multi shares one zxid; later ops see the earlier ops' effects.
@@ -238,10 +303,13 @@ class Prep:
             pending.extend(sub_pending)
             for cr in sub_pending:
                 self._changes[cr.path] = cr
+            if self.tree.digest_enabled:
+                self._settle(sub_pending)  # before a later op duplicates these records
             body.append((op_type, sub))
         if failed:
             self._roll_back({cr.path for cr in pending})
             pending.clear()
+            self._txn_delta = 0
         return body
 
     def _roll_back(self, paths: set[str]) -> None:
@@ -305,8 +373,11 @@ class Prep:
             body = r.CreateTxn(path, rec.data, shared_acl_records(acl), mode in _EPHEMERAL, new_cversion)
         parent.child_count += 1
         parent.cversion = new_cversion
+        parent.pzxid = zxid
         pending.append(parent)
-        pending.append(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, rec.data))
+        t = self._time
+        pending.append(ChangeRecord(zxid, path, True, 0, 0, 0, owner, 0, acl, rec.data,
+                                    zxid, zxid, zxid, t, t))
         return body
 
     def prep_delete(self, req, rec, op_type, zxid, pending):
@@ -320,8 +391,10 @@ class Prep:
         if node.child_count > 0:
             raise KeeperError(Code.NOTEMPTY, path)
         parent.child_count -= 1
+        if zxid > parent.pzxid:
+            parent.pzxid = zxid
         pending.append(parent)
-        pending.append(ChangeRecord(zxid, path, False))
+        pending.append(node.gone(zxid))
         return r.DeleteTxn(path)
 
     def prep_delete_container(self, req, rec, op_type, zxid, pending):
@@ -335,8 +408,10 @@ class Prep:
             raise KeeperError(Code.BADVERSION, path)
         parent = self._record(parent_path).duplicate(zxid)
         parent.child_count -= 1
+        if zxid > parent.pzxid:
+            parent.pzxid = zxid
         pending.append(parent)
-        pending.append(ChangeRecord(zxid, path, False))
+        pending.append(node.gone(zxid))
         return r.DeleteTxn(path)
 
     def _check_quota(self, path: str, old_data, new_data, count_diff: int) -> None:
@@ -383,6 +458,8 @@ class Prep:
         version = _next_version(node.version, rec.version, path)
         node.version = version
         node.data = rec.data
+        node.mzxid = zxid
+        node.mtime = self._time
         pending.append(node)
         return r.SetDataTxn(path, rec.data, version)
 
@@ -425,6 +502,7 @@ class Prep:
             if not cr.exists and cr.zxid > applied:
                 paths.discard(cr.path)
         ordered = sorted(paths)
+        digest_on = self.tree.digest_enabled
         for path in ordered:
             parent_path = split_parent(path)[0]
             try:
@@ -433,9 +511,17 @@ class Prep:
                 parent = None
             if parent is not None:
                 parent.child_count -= 1
+                if zxid > parent.pzxid:
+                    parent.pzxid = zxid
                 pending.append(parent)
                 self._changes[parent_path] = parent
-            pending.append(ChangeRecord(zxid, path, False))
+            try:
+                gone = self._record(path).gone(zxid)
+            except KeeperError:
+                gone = ChangeRecord(zxid, path, False)
+            pending.append(gone)
+            if digest_on:  # the next ephemeral under this parent duplicates its record
+                self._settle(pending[-2:] if parent is not None else pending[-1:])
         self._closing[session] = zxid
         return r.CloseSessionTxn(ordered)
 

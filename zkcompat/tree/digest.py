@@ -78,14 +78,21 @@ def path_bytes(path: str) -> bytes:
 
 def node_digest(path: str, znode: ZNode) -> int:
     """DigestCalculator.calculateDigest: the node's CRC32 (0 .. 2**32-1), 0 under /zookeeper/."""
+    n = znode
+    return stat_digest(path, n.data, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
+                       n.cversion, n.aversion, n.ephemeralOwner)
+
+
+def stat_digest(path: str, data, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int,
+                version: int, cversion: int, aversion: int, ephemeral_owner: int) -> int:
+    """node_digest of a node given field by field (a leader's prediction of one, in prep)."""
     if path.startswith(ZOOKEEPER_NODE_SUBTREE):
         return 0
-    n = znode
-    crc = crc32(path_bytes(path))
-    if n.data is not None:
-        crc = crc32(n.data, crc)
-    return crc32(DIGEST_STAT.pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
-                                   n.cversion, n.aversion, n.ephemeralOwner), crc)
+    crc = crc32(path.encode() if path.isascii() and path != "/" else path_bytes(path))
+    if data is not None:
+        crc = crc32(data, crc)
+    return crc32(DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion,
+                                   aversion, ephemeral_owner), crc)
 
 
 def add_digest(tree_value: int, node_value: int) -> int:

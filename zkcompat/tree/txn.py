@@ -5,9 +5,12 @@ record for hdr.type; for a multi it is the list of (type, record) sub-txns, kept
 decoded so apply never re-parses them, and encoded as a MultiTxn only for the log.
 """
 
+import struct
+
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
+from zkcompat.tree.digest import DIGEST_VERSION
 
 # The record each txn type carries (DataTree.processTxn / SerializeUtils.deserializeTxn).
 TXN_RECORD = {
@@ -60,6 +63,14 @@ def encode_txn(txn: Txn) -> bytes:
     return hdr.to_bytes() + txn.body.to_bytes()
 
 
+def encode_proposal(txn: Txn) -> bytes:
+    """A PROPOSAL's (or INFORM's) data: the txn, then the TxnDigest of the tree after it
+    when the leader predicted one (Request.getSerializeData)."""
+    data = encode_txn(txn)
+    digest = txn.digest
+    return data if digest is None else data + TXN_DIGEST.pack(DIGEST_VERSION, digest)
+
+
 def decode_txn(buf: bytes) -> Txn:
     """Inverse of encode_txn; raises JuteError on malformed input."""
     return decode_txn_at(buf)[0]
@@ -88,4 +99,5 @@ def decode_txn_at(buf: bytes, digest_follows: bool = False) -> tuple[Txn, int]:
     return Txn(hdr, body), off
 
 
-_DIGEST_BYTES = 12  # TxnDigest: int version, long treeDigest
+TXN_DIGEST = struct.Struct(">iq")  # TxnDigest: int version, long treeDigest
+_DIGEST_BYTES = TXN_DIGEST.size

@@ -24,7 +24,7 @@ from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
-from zkcompat.tree.txn import Txn, encode_txn
+from zkcompat.tree.txn import Txn, encode_proposal
 from zkcompat.zab.peer import COUNTER_MASK, Effects, make_zxid, zxid_epoch
 
 log = logging.getLogger(__name__)
@@ -300,7 +300,7 @@ class Leader:
                  peer, committed)
         if not li.observer:  # an observer hears of a txn once it commits (INFORM)
             for txn in self._outstanding:
-                send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_txn(txn))))
+                send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_proposal(txn))))
         send.append((sid, q.packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.config_bytes)))
         li.phase = "newleader"
         li.forwarding = True
@@ -348,7 +348,7 @@ class Leader:
         if after >= upto:
             return
         for txn in self._history(after, upto):
-            data = encode_txn(txn)
+            data = encode_proposal(txn)
             send.append((sid, q.packet(P.PROPOSAL, txn.zxid, data)))
             send.append((sid, q.packet(P.COMMIT, txn.zxid)))
 
@@ -374,7 +374,7 @@ class Leader:
         if not followers:
             return Effects(txns)
         # Each txn is encoded once, and the same bytes go to every follower.
-        wire = b"".join([q.data_packet_bytes(_PROPOSAL, t.zxid, encode_txn(t)) for t in txns])
+        wire = b"".join([q.data_packet_bytes(_PROPOSAL, t.zxid, encode_proposal(t)) for t in txns])
         return Effects(txns, [(sid, wire) for sid in followers])
 
     def on_persisted(self, zxid: int) -> Effects:
@@ -417,7 +417,7 @@ class Leader:
                 continue
             if li.observer:
                 if informs is None:
-                    informs = b"".join([q.data_packet_bytes(_INFORM, t.zxid, encode_txn(t))
+                    informs = b"".join([q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
                                         for t in committed])
                 send.append((li.sid, informs))
             else:

@@ -14,14 +14,13 @@ Time comes in as tick() calls, one per half tickTime; a leader silent for syncLi
 from __future__ import annotations
 
 import logging
-import struct
 from collections import deque
 
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.digest import DIGEST_VERSION
-from zkcompat.tree.txn import Txn, decode_txn_at
+from zkcompat.tree.txn import TXN_DIGEST, Txn, decode_txn_at
 from zkcompat.zab.leader import HALF_TICKS_PER_TICK
 from zkcompat.zab.peer import Effects, make_zxid, zxid_epoch
 
@@ -41,14 +40,13 @@ def decode_proposal(data: bytes | None) -> Txn:
     if data is None:
         raise JuteError("PROPOSAL without a txn")
     txn, off = decode_txn_at(data, digest_follows=True)
-    if len(data) - off >= _DIGEST.size:
-        version, digest = _DIGEST.unpack_from(data, off)
+    if len(data) - off >= TXN_DIGEST.size:
+        version, digest = TXN_DIGEST.unpack_from(data, off)
         if version == DIGEST_VERSION:  # another version's digest cannot be compared
             txn.digest = digest
     return txn
 
 
-_DIGEST = struct.Struct(">iq")  # TxnDigest: int version, long treeDigest
 
 
 class Learner:
