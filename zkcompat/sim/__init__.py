@@ -7,7 +7,8 @@ disk               the txn log's durability contract: unsynced appends die in a 
 server             one simulated member: the real QuorumPeer over simulated parts
 cluster            N servers, clients and the nemesis for one seed; run_seed
 clients            kazoo-like sessions on the client wire, recording a history
-nemesis            the seeded fault plan: crashes, partitions, power loss, slow disks
+nemesis            the seeded fault plan: crashes, partitions, power loss, slow disks,
+                   pauses, clock jumps, failed fsyncs
 checks             after a run: linearizability, replica agreement, one leader per
                    epoch, acknowledged writes kept, per-session order
 history            client history records (invoked, completed or unknown, result)

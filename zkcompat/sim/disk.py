@@ -35,6 +35,7 @@ class SimDisk:
         self.snapshot_chains: dict[int, dict] = {}  # zxid -> the history it holds (checks)
         self.slow_ms = 0.0  # nemesis: extra fsync latency
         self.fail_syncs = 0  # nemesis: this many fsyncs fail from now
+        self.fail_slow_ms = 0.0  # nemesis: a failing fsync takes this much longer
         self.fsync_ms = (FSYNC_MIN_MS, FSYNC_MAX_MS)
 
     def truncate_after(self, zxid: int) -> int:
@@ -80,7 +81,7 @@ class SimTxnLog:
         loop = asyncio.get_running_loop()
         if self.ack_before_durable:
             loop.call_soon(self.on_synced, last)
-        if not self._syncing:
+        if not self._syncing and self._failure is None:
             self._start_fsync(loop)
 
     def _start_fsync(self, loop) -> None:
@@ -88,21 +89,17 @@ class SimTxnLog:
         if not batch:
             return
         self._syncing = True
-        ms = self.rng.uniform(*self.disk.fsync_ms) + self.disk.slow_ms
+        disk = self.disk
+        ms = self.rng.uniform(*disk.fsync_ms) + disk.slow_ms
+        if disk.fail_syncs > 0:
+            ms += disk.fail_slow_ms
         loop.call_later(ms / 1000, self._fsynced, batch)
 
     def _fsynced(self, batch: list[tuple[int, bytes]]) -> None:
         self._syncing = False
         disk = self.disk
         if disk.fail_syncs > 0:
-            disk.fail_syncs -= 1
-            exc = OSError(5, "fsync failed (simulated)")
-            self._failure = exc
-            waiters, self._waiters = self._waiters, []
-            for _, fut in waiters:
-                if not fut.done():
-                    fut.set_exception(exc)
-            self.on_sync_failed(exc)
+            self._fsync_failed(batch)
             return
         for zxid, data in batch:
             if disk.zxids:
@@ -122,6 +119,26 @@ class SimTxnLog:
             self.on_synced(last)
         if self._pending:
             self._start_fsync(asyncio.get_running_loop())
+
+    def _fsync_failed(self, batch: list[tuple[int, bytes]]) -> None:
+        """TxnLog's writer after a failed write: nothing more is ever synced (its thread
+        has returned), waiters get the error, on_sync_failed is told. Whether the failed
+        batch reached the platter is unknown (fsyncgate): here a coin decides, so a
+        restart may find txns that were never acknowledged."""
+        disk = self.disk
+        disk.fail_syncs -= 1
+        if self.rng.random() < 0.5:
+            for zxid, data in batch:
+                disk.zxids.append(zxid)
+                disk.entries[zxid] = data
+        exc = OSError(5, "fsync failed (simulated)")
+        self._failure = exc
+        self._pending = []
+        waiters, self._waiters = self._waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self.on_sync_failed(exc)
 
     @property
     def has_unsynced(self) -> bool:

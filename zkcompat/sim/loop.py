@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import heapq
 import weakref
 from asyncio import base_events
 
@@ -55,7 +56,8 @@ class Deadlock(Exception):
 
 
 class Node:
-    """A simulated machine's identity on the loop: its host name and what it scheduled."""
+    """A simulated machine's identity on the loop: its host name, what it scheduled, and
+    its clocks' offsets from the loop's (the nemesis jumps them)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -66,6 +68,14 @@ class Node:
         self.context = contextvars.Context()
         self.context.run(NODE.set, self)
         self.dead = False
+        # SIGSTOP: while paused, what the node has ready or due waits here, in order.
+        self.paused = False
+        self.frozen: list[asyncio.Handle] = []
+        self.frozen_timers: list[asyncio.TimerHandle] = []
+        # What the server code reads as its wall clock and its monotonic clock, in ms
+        # ahead of the loop's. The monotonic one only ever moves forward.
+        self.wall_offset_ms = 0
+        self.mono_offset_ms = 0
 
     def run(self, fn, *args):
         """Call fn inside this node's context (what it schedules is this node's)."""
@@ -74,6 +84,11 @@ class Node:
     def kill(self) -> None:
         """A crash: nothing this node scheduled runs any more."""
         self.dead = True
+        self.paused = False
+        for t in self.frozen_timers:
+            t._scheduled = False  # off the loop's heap: its cancel must not count there
+        self.frozen.clear()
+        self.frozen_timers.clear()
         for h in list(self.handles):
             h.cancel()
 
@@ -114,8 +129,7 @@ class VirtualLoop(base_events.BaseEventLoop):
     def _write_to_self(self) -> None:
         pass
 
-    def _tag(self, handle, context) -> None:
-        node = NODE.get() if context is None else context.get(NODE)
+    def _tag(self, handle, node) -> None:
         if node is not None:
             if node.dead:
                 handle.cancel()
@@ -125,16 +139,66 @@ class VirtualLoop(base_events.BaseEventLoop):
     def call_soon(self, callback, *args, context=None):
         if self._finished:
             return _dead_handle(self, callback, args, context)
-        handle = super().call_soon(callback, *args, context=context)
-        self._tag(handle, context)
+        node = NODE.get() if context is None else context.get(NODE)
+        if node is not None and node.paused:
+            handle = asyncio.Handle(callback, args, self, context)
+            node.frozen.append(handle)
+        else:
+            handle = super().call_soon(callback, *args, context=context)
+        self._tag(handle, node)
         return handle
 
     def call_at(self, when, callback, *args, context=None):
         if self._finished:
             return _dead_handle(self, callback, args, context)
-        handle = super().call_at(when, callback, *args, context=context)
-        self._tag(handle, context)
+        node = NODE.get() if context is None else context.get(NODE)
+        if node is not None and node.paused:
+            handle = asyncio.TimerHandle(when, callback, args, self, context)
+            handle._scheduled = True  # as call_at marks it: a cancel is counted on resume
+            node.frozen_timers.append(handle)
+        else:
+            handle = super().call_at(when, callback, *args, context=context)
+        self._tag(handle, node)
         return handle
+
+    # -- SIGSTOP / SIGCONT ---------------------------------------------------------------
+
+    def pause_node(self, node: Node) -> None:
+        """Freeze `node`: nothing it has ready, nor any timer of its, runs until
+        resume_node; what others send it waits (in order) as in a socket buffer."""
+        if node.paused or node.dead:
+            return
+        node.paused = True
+        ready = [h for h in self._ready if _node_of(h) is not node]
+        node.frozen += [h for h in self._ready if _node_of(h) is node and not h._cancelled]
+        self._ready.clear()
+        self._ready.extend(ready)
+        kept = [t for t in self._scheduled if _node_of(t) is not node]
+        mine = [t for t in self._scheduled if _node_of(t) is node]
+        for t in mine:
+            if t._cancelled:
+                t._scheduled = False
+                self._timer_cancelled_count -= 1
+        # The heap's own order for equal deadlines, then by deadline: the same every run.
+        node.frozen_timers += sorted((t for t in mine if not t._cancelled),
+                                     key=lambda t: t._when)
+        heapq.heapify(kept)
+        self._scheduled[:] = kept
+
+    def resume_node(self, node: Node) -> None:
+        """SIGCONT: what was ready runs first, then every timer that fell due meanwhile."""
+        if not node.paused or node.dead:
+            return
+        node.paused = False
+        frozen, node.frozen = node.frozen, []
+        timers, node.frozen_timers = node.frozen_timers, []
+        self._ready.extend(h for h in frozen if not h._cancelled)
+        for t in timers:
+            if t._cancelled:
+                t._scheduled = False
+                self._timer_cancelled_count = max(0, self._timer_cancelled_count - 1)
+            else:
+                heapq.heappush(self._scheduled, t)
 
     def close(self) -> None:
         """The run is over: what the abandoned coroutines' finally blocks schedule when
@@ -167,6 +231,11 @@ class VirtualLoop(base_events.BaseEventLoop):
         raise AssertionError("no name resolution in the simulation")
 
 
+def _node_of(handle) -> Node | None:
+    ctx = handle._context
+    return None if ctx is None else ctx.get(NODE)
+
+
 def _dead_handle(loop, callback, args, context) -> asyncio.Handle:
     handle = asyncio.Handle(callback, args, loop, context)
     handle.cancel()
@@ -176,19 +245,25 @@ def _dead_handle(loop, callback, args, context) -> asyncio.Handle:
 @contextlib.contextmanager
 def virtual_clock(loop: VirtualLoop):
     """The server code reads wall and monotonic time through a few module globals; point
-    them at the loop's virtual clock for the run (see the interface note in cli.py)."""
-    from zkcompat.server import connection, expirer, pipeline
+    them at the loop's virtual clock for the run (see the interface note in cli.py), plus
+    the offsets of the node the code runs for (Node.wall_offset_ms, mono_offset_ms)."""
+    from zkcompat.server import connection, expirer, pipeline, roles
 
     def wall_ms() -> int:
-        return WALL_EPOCH_MS + loop.time_ms()
+        node = NODE.get()
+        return WALL_EPOCH_MS + loop.time_ms() + (node.wall_offset_ms if node else 0)
 
     def mono_ms() -> int:
-        return loop.time_ms()
+        node = NODE.get()
+        return loop.time_ms() + (node.mono_offset_ms if node else 0)
 
     def mono_ns() -> int:
-        return int(loop.time() * 1e9)
+        node = NODE.get()
+        return int(loop.time() * 1e9) + (node.mono_offset_ms * 1_000_000 if node else 0)
 
+    # roles.py imported pipeline._mono_ms by name: it needs its own patch.
     patches = [(pipeline, "_wall_ms", wall_ms), (pipeline, "_mono_ms", mono_ms),
+               (roles, "_mono_ms", mono_ms),
                (expirer, "_mono_ms", mono_ms), (connection, "_monotonic_ns", mono_ns),
                (connection, "now_ms", mono_ms)]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]

@@ -324,6 +324,14 @@ class SimNetwork:
         conn = SimConnection(self, (node, lst.node), (src, host), (40000 + self._next_id, port))
         self.connections[self._next_id] = conn
         self._conn_ids[id(conn)] = self._next_id
+        if lst.node.paused:
+            # The kernel completes the handshake; the frozen process accepts on SIGCONT,
+            # before it reads anything sent meanwhile (its timers run after its ready list).
+            self.loop.call_soon(self._accept, conn, lst.factory, context=lst.node.context)
+            client_proto = factory()
+            conn.ends[0].protocol = client_proto
+            client_proto.connection_made(conn.ends[0])
+            return conn.ends[0], client_proto
         server_proto = lst.node.run(lst.factory)
         conn.ends[1].protocol = server_proto
         client_proto = factory()
@@ -331,3 +339,12 @@ class SimNetwork:
         lst.node.run(server_proto.connection_made, conn.ends[1])
         client_proto.connection_made(conn.ends[0])
         return conn.ends[0], client_proto
+
+    @staticmethod
+    def _accept(conn: SimConnection, factory) -> None:
+        """In the listening node's context, after its pause."""
+        if conn.lost[1]:
+            return
+        server_proto = factory()
+        conn.ends[1].protocol = server_proto
+        server_proto.connection_made(conn.ends[1])

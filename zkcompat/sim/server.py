@@ -137,6 +137,9 @@ class SimServer:
         self.peer: SimQuorumPeer | None = None
         self.incarnation = 0
         self.ack_before_durable = False  # injected bug, per server
+        # The machine's clocks ahead of the loop's (nemesis clock_jump); they outlive crashes.
+        self.wall_offset_ms = 0
+        self.mono_offset_ms = 0
         # The history the current tree is the result of: zxid -> (session, cxid, type).
         self.chain: dict[int, tuple[int, int, int]] = {}
 
@@ -149,6 +152,8 @@ class SimServer:
     def start(self) -> None:
         self.incarnation += 1
         self.node = Node(self.host)
+        self.node.wall_offset_ms = self.wall_offset_ms
+        self.node.mono_offset_ms = self.mono_offset_ms
         self.nodes.append(self.node)
         self.cluster.network.add_node(self.node)
         self.node.run(self._start)
@@ -215,6 +220,18 @@ class SimServer:
             return rc
         tree.apply = tracked_apply
 
+    def jump_clock(self, wall_ms: int, mono_ms: int) -> None:
+        """Step this machine's wall clock by wall_ms and its monotonic clock forward by
+        mono_ms (never back: CLOCK_MONOTONIC does not go back)."""
+        assert mono_ms >= 0, "a monotonic clock never goes back"
+        self.wall_offset_ms += wall_ms
+        self.mono_offset_ms += mono_ms
+        if self.node is not None:
+            self.node.wall_offset_ms = self.wall_offset_ms
+            self.node.mono_offset_ms = self.mono_offset_ms
+        self.cluster.trace(f"{self.host} clock jump wall={wall_ms:+d}ms mono=+{mono_ms}ms "
+                           f"(offsets {self.wall_offset_ms:+d}/{self.mono_offset_ms:+d})")
+
     def crash(self, reason: str) -> None:
         if not self.up:
             return
@@ -276,12 +293,11 @@ class _TermWatch:
                                 self.pipeline.leading, self.peer)
 
     def fatal(self) -> None:
+        """node._stop_acknowledging: os._exit from inside the callback. The node dies now,
+        so nothing it had scheduled (a failed sync's waiters waking up) ever runs."""
         s = self.server
-        loop = asyncio.get_running_loop()
-        # Exiting from inside a callback: the crash happens right after it, as os._exit would.
-        node = s.node
-        loop.call_soon(lambda: s.crash("log cannot sync: on_fatal") if s.node is node else None,
-                       context=s.cluster.control.context)
+        if s.up:
+            s.crash("on_fatal: the log cannot sync (or apply failed); the process exits")
 
 
 class SimClientConnection(Connection):
