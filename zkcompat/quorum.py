@@ -177,9 +177,22 @@ class QuorumPeer:
                         init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
                         config_bytes=self.config_bytes)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
+        # Accepted, not yet identified by FOLLOWERINFO: closed with the term all the same
+        # (ZooKeeper's LearnerHandler joins the leader's learners before it reads one), or
+        # one arriving as the term ends is synced and served by a leader that is no more.
+        unidentified: dict[QuorumConnection, None] = {}  # a set, in the order accepted
+
+        def accept() -> QuorumConnection:
+            conn = QuorumConnection(on_packets, on_lost)
+            unidentified[conn] = None
+            return conn
 
         def on_packets(conn, pkts, _tree):
+            if term.ended.is_set():
+                conn.close("leader term ended")  # before _lead's finally gets to it
+                return
             if conn.sid is None:
+                unidentified.pop(conn, None)
                 sid = _learner_sid(pkts[0])
                 if sid is None:
                     conn.close("first packet is not FOLLOWERINFO or OBSERVERINFO")
@@ -195,20 +208,21 @@ class QuorumPeer:
             obey_all(pipeline, (leader.step(sid, pkt) for pkt in pkts))
 
         def on_lost(conn):
+            unidentified.pop(conn, None)
             if conn.sid is not None and term.conns.get(conn.sid) is conn:
                 del term.conns[conn.sid]
                 pipeline.obey(leader.gone(conn.sid))
 
         loop = asyncio.get_running_loop()
         host = "0.0.0.0" if cfg.quorum_listen_on_all_ips else self.me.host
-        server = await loop.create_server(lambda: QuorumConnection(on_packets, on_lost),
-                                          host, self.me.quorum_port, reuse_address=True)
+        server = await loop.create_server(accept, host, self.me.quorum_port,
+                                          reuse_address=True)
         try:
             pipeline.obey(leader.start())
             await self._tick_until_ended(term, leader, pipeline)
         finally:
-            server.close()
-            for conn in list(term.conns.values()):
+            server.close()  # stops accepting; the connections accepted stay open
+            for conn in [*term.conns.values(), *unidentified]:
                 conn.close("leader term ended")
 
     # -- learning ---------------------------------------------------------------------
