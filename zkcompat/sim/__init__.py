@@ -10,7 +10,9 @@ clients            kazoo-like sessions on the client wire, recording a history
 nemesis            the seeded fault plan: crashes, partitions, power loss, slow disks,
                    pauses, clock jumps, failed fsyncs
 checks             after a run: linearizability, replica agreement, one leader per
-                   epoch, acknowledged writes kept, per-session order
+                   epoch, acknowledged writes kept, per-session order, watches, locks
+watchlog           what each connection saw of one-shot watches; the watch guarantees' check
+locks              the lock recipe's records; checks of its tokens and fenced writes
 history            client history records (invoked, completed or unknown, result)
 linearizability    the Wing & Gong / Porcupine checker, partitioned per znode
 cli                `zkcompat sim --seeds N --servers 3|5|7 [--seed S --trace]`

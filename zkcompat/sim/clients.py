@@ -7,6 +7,9 @@ connection drops, it counts every unanswered request as of unknown outcome and r
 elsewhere with its sessionId and lastZxidSeen. A refused reconnect means the session
 expired: it starts a new one. Writes and sync-then-getData are in the linearizability
 history; plain reads (served from a possibly lagging replica) only in the ordering checks.
+Half the plain reads set a watch; every reply and notification that says something of a
+watched znode goes to the watch log (watchlog.py). Each client also runs the lock recipe
+of locks.py: acquire, a few fenced writes, release.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from collections import deque
 from dataclasses import dataclass
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import Code, CreateMode, OpCode, Perms
+from zkcompat.jute.constants import Code, CreateMode, EventType, OpCode, Perms
 from zkcompat.jute.framing import FrameReader, frame
 from zkcompat.jute.multi import MultiRequest, decode_multi_response
 from zkcompat.sim import history as h
+from zkcompat.sim import watchlog as wl
+from zkcompat.sim.locks import FENCE_PATH, LOCK_DIR, Acquired, Fenced, sequence_of
 from zkcompat.sim.loop import Node
 from zkcompat.sim.server import CLIENT_PORT
 
@@ -41,10 +46,10 @@ WORK_DIR = "/w"
 KEYS = ("/w/k0", "/w/k1", "/w/k2")
 QUEUE_DIR = "/w/q"
 SEQ_PREFIX = "/w/q/s-"
-LOCK_DIR = "/e"
-LOCK_PREFIX = "/e/lock-"
 # Created before any client starts (not part of the history): the checker's initial tree.
-SETUP_PATHS = (WORK_DIR, QUEUE_DIR, LOCK_DIR)
+SETUP_PATHS = (WORK_DIR, QUEUE_DIR, LOCK_DIR, FENCE_PATH)
+LOCK_FENCED_WRITES_MAX = 3  # a holder's fenced writes before it releases the lock
+CONN_IDS_PER_CLIENT = 1_000_000
 
 
 @dataclass
@@ -59,14 +64,31 @@ class AckedWrite:
 
 
 class _Pending:
-    __slots__ = ("xid", "op", "kind", "op_id", "call")
+    __slots__ = ("xid", "op", "kind", "op_id", "call", "path", "token")
 
-    def __init__(self, xid, op, kind, op_id=None, call=None):
+    def __init__(self, xid, op, kind, op_id=None, call=None, path=None, token=None):
         self.xid = xid
         self.op = op
-        self.kind = kind  # "hist", "sync", "read", "eph", "close", "ping"
+        self.kind = kind  # "hist", "sync", "read", "lock", "close", "ping"
         self.op_id = op_id
         self.call = call
+        self.path = path  # a KEYS znode this reply may say something of (the watch log)
+        self.token = token  # the watch-setting read it is, for the watch log
+
+
+class _LockState:
+    """One attempt at the lock, within one session."""
+
+    __slots__ = ("prefix", "session_id", "node", "token", "held", "writes", "busy")
+
+    def __init__(self, prefix: str, session_id: int):
+        self.prefix = prefix  # LOCK_DIR/c<cid>.<attempt>-: finds our node after a timeout
+        self.session_id = session_id
+        self.node: str | None = None
+        self.token = -1
+        self.held = False
+        self.writes = 0
+        self.busy = False  # a lock request is outstanding
 
 
 class _Proto(asyncio.Protocol):
@@ -111,6 +133,10 @@ class SimClient:
         self.versions: dict[str, int] = {}
         self.sessions_started = 0
         self.stopping = False
+        self.conn_id = cid * CONN_IDS_PER_CLIENT
+        self.watch_tokens = 0
+        self.lock: _LockState | None = None
+        self.lock_attempts = 0
 
     def trace(self, text: str) -> None:
         self.cluster.trace(f"c{self.cid} {text}")
@@ -145,6 +171,7 @@ class SimClient:
         except (OSError, TimeoutError):
             return False
         self.proto = proto
+        self.conn_id += 1  # watches live and die with their connection
         self.state = "connecting"
         self.target = target.host
         self.handshake = loop.create_future()
@@ -240,10 +267,10 @@ class SimClient:
                        _Pending(self._next_xid(), OpCode.SYNC, "sync"))
             self._send(OpCode.GET_DATA, r.GetDataRequest(path, False),
                        _Pending(self._next_xid(), OpCode.GET_DATA, "hist", op_id, call))
+        elif x < 0.66:
+            self._read(OpCode.GET_DATA, r.GetDataRequest)
         elif x < 0.70:
-            path = self._key()
-            self._send(OpCode.GET_DATA, r.GetDataRequest(path, False),
-                       _Pending(self._next_xid(), OpCode.GET_DATA, "read"))
+            self._read(OpCode.EXISTS, r.ExistsRequest)
         elif x < 0.80:
             self._multi()
         elif x < 0.88:
@@ -252,13 +279,101 @@ class SimClient:
                                                       int(CreateMode.PERSISTENT_SEQUENTIAL)),
                        h.CreateSequential(SEQ_PREFIX, data))
         else:
-            self._send(OpCode.CREATE, r.CreateRequest(LOCK_PREFIX, b"", OPEN_ACL,
-                                                      int(CreateMode.EPHEMERAL_SEQUENTIAL)),
-                       _Pending(self._next_xid(), OpCode.CREATE, "eph"))
+            self._lock_step()
 
     def _hist(self, op: int, record, call) -> None:
         op_id = self._invoke(call)
-        self._send(op, record, _Pending(self._next_xid(), op, "hist", op_id, call))
+        path = getattr(call, "path", None)
+        self._send(op, record, _Pending(self._next_xid(), op, "hist", op_id, call, path))
+
+    def _read(self, op: int, request) -> None:
+        """A plain read of a key; half of them set a watch (always, for exists)."""
+        path = self._key()
+        watch = op == OpCode.EXISTS or self.rng.random() < 0.5
+        token = None
+        if watch:
+            self.watch_tokens += 1
+            token = self.watch_tokens
+            self.cluster.watch_log.append(wl.WatchSet(self.conn_id, token, path))
+        self._send(op, request(path, watch),
+                   _Pending(self._next_xid(), op, "read", path=path, token=token))
+
+    # -- the lock recipe (locks.py) -----------------------------------------------------
+
+    def _lock_step(self) -> None:
+        st = self.lock
+        if st is not None and st.session_id != self.session_id:
+            st = self.lock = None  # that session's ephemeral node died with it
+        if st is not None and st.busy:
+            return
+        if st is None:
+            self.lock_attempts += 1
+            st = self.lock = _LockState(f"{LOCK_DIR}/c{self.cid}.{self.lock_attempts}-",
+                                        self.session_id)
+            self._lock_send(OpCode.CREATE, r.CreateRequest(
+                st.prefix, b"", OPEN_ACL, int(CreateMode.EPHEMERAL_SEQUENTIAL)))
+        elif not st.held:
+            self._lock_send(OpCode.GET_CHILDREN, r.GetChildrenRequest(LOCK_DIR, False))
+        elif st.writes < LOCK_FENCED_WRITES_MAX:
+            data = f"{st.token}:{self.cid}:{st.writes}".encode()
+            self._lock_send(OpCode.MULTI, MultiRequest([
+                (OpCode.CHECK, r.CheckVersionRequest(st.node, 0)),
+                (OpCode.SET_DATA, r.SetDataRequest(FENCE_PATH, data, -1))]))
+        else:
+            self._lock_send(OpCode.DELETE, r.DeleteRequest(st.node, -1))
+
+    def _lock_send(self, op: int, record) -> None:
+        self.lock.busy = True
+        self._send(op, record, _Pending(self._next_xid(), op, "lock"))
+
+    def _lock_reply(self, p: _Pending, zxid: int, err: int, body: bytes) -> None:
+        st = self.lock
+        if st is None:
+            return
+        st.busy = False
+        if p.op == OpCode.CREATE:
+            if err:
+                self.lock = None
+            else:
+                st.node = r.CreateResponse.decode(body, 0)[0].path
+        elif p.op == OpCode.GET_CHILDREN:
+            if err:
+                return
+            children = r.GetChildrenResponse.decode(body, 0)[0].children
+            mine_prefix = st.prefix[len(LOCK_DIR) + 1:]
+            mine = [c for c in children if c.startswith(mine_prefix)]
+            if not mine:
+                self.lock = None  # never created (a lost create), or gone with the session
+                return
+            st.node = f"{LOCK_DIR}/{mine[0]}"
+            lowest = min(children, key=sequence_of)
+            if lowest == mine[0]:
+                st.held = True
+                st.token = sequence_of(lowest)
+                self.cluster.lock_acquired.append(
+                    Acquired(self.cid, self.session_id, st.token, zxid))
+        elif p.op == OpCode.MULTI:
+            if isinstance(_multi_result(err, body), h.Ok):
+                st.writes += 1
+                self.cluster.lock_fenced.append(Fenced(self.cid, self.session_id, st.token, zxid))
+            else:
+                self.lock = None  # the lock node is gone: the lock is lost
+        elif p.op == OpCode.DELETE:
+            self.lock = None
+
+    # -- the watch log ------------------------------------------------------------------
+
+    def _log_reply(self, p: _Pending, err: int, body: bytes) -> None:
+        state = _revealed(p.op, err, body)
+        if state is None:
+            return
+        armed = p.token is not None and (err == 0 or p.op == OpCode.EXISTS)
+        self.cluster.watch_log.append(wl.Seen(self.conn_id, p.path, state, p.token, armed))
+
+    def _on_notification(self, body: bytes) -> None:
+        event, _ = r.WatcherEvent.decode(body, 0)
+        if event.type != EventType.NONE and event.path in KEYS:
+            self.cluster.watch_log.append(wl.Event(self.conn_id, event.path, event.type))
 
     def _multi(self) -> None:
         a, b = self._key(), self._key()
@@ -291,7 +406,10 @@ class SimClient:
             return
         xid, zxid, err = _REPLY_HEADER.unpack_from(data)
         body = data[_REPLY_HEADER.size:]
-        if xid == NOTIFICATION_XID or xid == PING_XID:
+        if xid == NOTIFICATION_XID:
+            self._on_notification(body)
+            return
+        if xid == PING_XID:
             return
         if not self.pending:
             self.cluster.fail(f"c{self.cid}: reply xid={xid} with nothing outstanding")
@@ -307,8 +425,12 @@ class SimClient:
                 self.cluster.fail(f"c{self.cid} session 0x{self.session_id:x}: reply zxid "
                                   f"0x{zxid:x} after having seen 0x{self.last_zxid:x}")
             self.last_zxid = max(self.last_zxid, zxid)
+        if p.path is not None:
+            self._log_reply(p, err, body)
         if p.kind == "hist":
             self._complete(p, zxid, err, body)
+        elif p.kind == "lock":
+            self._lock_reply(p, zxid, err, body)
         elif p.kind == "close":
             self.session_id = 0
         if not self.pending:
@@ -341,6 +463,8 @@ class SimClient:
         if self.pending and not self.stopping:
             self.trace(f"dropped from {getattr(self, 'target', '?')} with "
                        f"{len(self.pending)} outstanding: {reason}")
+        if self.lock is not None:
+            self.lock.busy = False  # its outcome is unknown: the next step finds out
         self.pending.clear()
         self.state = "closed"
         self.idle.set()
@@ -348,6 +472,28 @@ class SimClient:
             self.handshake.set_result(False)
         if proto.transport is not None:
             proto.transport.close()
+
+
+def _revealed(op: int, err: int, body: bytes) -> wl.State | None:
+    """What a reply says of its znode: (exists, version or None), or None if nothing."""
+    if err == Code.NONODE:
+        return (False, None) if op in _REVEALS else None
+    if err == Code.NODEEXISTS and op == OpCode.CREATE:
+        return (True, None)
+    if err:
+        return None
+    if op == OpCode.GET_DATA:
+        return (True, r.GetDataResponse.decode(body, 0)[0].stat.version)
+    if op in (OpCode.EXISTS, OpCode.SET_DATA):
+        return (True, r.Stat.decode(body, 0)[0].version)
+    if op == OpCode.CREATE:
+        return (True, 0)
+    if op == OpCode.DELETE:
+        return (False, None)
+    return None
+
+
+_REVEALS = (OpCode.GET_DATA, OpCode.EXISTS, OpCode.SET_DATA, OpCode.DELETE)
 
 
 def _ok_or_err(err: int, value=None) -> h.Result:

@@ -19,10 +19,12 @@ from zkcompat.sim import checks
 from zkcompat.sim.bugs import BUGS, switched_on
 from zkcompat.sim.clients import OPEN_ACL, SESSION_TIMEOUT_MS, SETUP_PATHS, SimClient
 from zkcompat.sim.history import HistoryRecorder
+from zkcompat.sim.locks import check_acquisitions, check_fencing
 from zkcompat.sim.loop import Deadlock, Node, VirtualLoop, run_virtual, teardown
 from zkcompat.sim.nemesis import Nemesis, plan
 from zkcompat.sim.network import SimNetwork
 from zkcompat.sim.server import CLIENT_PORT, SimServer
+from zkcompat.sim.watchlog import check_watches
 
 DURATION_S = 15.0
 SETTLE_MAX_S = 40.0
@@ -63,6 +65,9 @@ class Cluster:
         self.history = HistoryRecorder()
         self._event = 0
         self.acked_writes = []
+        self.watch_log: list = []  # watchlog records, every client's, in arrival order
+        self.lock_acquired: list = []
+        self.lock_fenced: list = []
         self.digests: dict[int, tuple[int, str]] = {}
         self.leaders: dict[int, str] = {}  # epoch -> host that served as its leader
         self.duration_s = duration_s
@@ -185,6 +190,9 @@ class Cluster:
         self.failures += checks.check_chains_agree(live)
         self.failures += checks.check_acked_writes(self.acked_writes, live)
         self.failures += checks.check_linearizable(ops, SETUP_PATHS)
+        self.failures += check_watches(self.watch_log)
+        self.failures += check_acquisitions(self.lock_acquired)
+        self.failures += check_fencing(self.lock_fenced)
 
     def run(self) -> RunResult:
         zk_log = logging.getLogger("zkcompat")
@@ -205,6 +213,9 @@ class Cluster:
         ops = self.history.operations()
         stats = {"ops": len(ops), "known": sum(1 for o in ops if o.outcome_known),
                  "acked_writes": len(self.acked_writes), "faults": len(self.faults),
+                 "watch_events": sum(1 for w in self.watch_log if type(w).__name__ == "Event"),
+                 "locks": len({a.token for a in self.lock_acquired}),
+                 "fenced": len(self.lock_fenced),
                  "max_zxid": max(self.digests, default=0)}
         self.trace(f"end ops={stats['ops']} known={stats['known']} "
                    f"acked_writes={stats['acked_writes']} max_zxid=0x{stats['max_zxid']:x}")
