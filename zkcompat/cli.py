@@ -10,6 +10,7 @@ import click
 from zkcompat import cli_tools
 from zkcompat import config as zkconfig
 from zkcompat.ensemble_cmd import ensemble as ensemble_group
+from zkcompat.shell.main import shell as shell_command
 from zkcompat.sim.cli import sim as sim_command
 from zkcompat.store.datadir import RecoveryError
 
@@ -88,6 +89,7 @@ def bench(args) -> None:
 cli_tools.register(main)
 main.add_command(ensemble_group)
 main.add_command(sim_command)
+main.add_command(shell_command)
 
 if __name__ == "__main__":
     main()

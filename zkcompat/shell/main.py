@@ -1,0 +1,92 @@
+"""`zkcompat shell`: zkCli.sh's command line (-server, -timeout, -r, -waitforconnection,
+then an optional command), one command, commands on stdin, or the interactive loop."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zkcompat.shell.commands import Printer, QuitShell, Shell
+
+SERVER_DEFAULT = "localhost:2181"  # ZooKeeperMain.MyCommandOptions
+TIMEOUT_DEFAULT_MS = 30000
+WITH_VALUE = {"-server": "server", "-timeout": "timeout", "-client-configuration": "config"}
+
+
+class Options:
+    def __init__(self) -> None:
+        self.server = SERVER_DEFAULT
+        self.timeout = str(TIMEOUT_DEFAULT_MS)
+        self.read_only = False
+        self.wait_for_connection = False
+        self.config: str | None = None
+        self.command: list[str] = []
+
+
+def parse_options(argv: list[str]) -> Options:
+    """MyCommandOptions.parseOptions: flags until the first word without a dash."""
+    opts = Options()
+    it = iter(argv)
+    for opt in it:
+        if opt in WITH_VALUE:
+            try:
+                setattr(opts, WITH_VALUE[opt], next(it))
+            except StopIteration:
+                raise click.UsageError(f"Error: no argument found for option {opt}") from None
+        elif opt == "-r":
+            opts.read_only = True
+        elif opt == "-waitforconnection":
+            opts.wait_for_connection = True
+        if not opt.startswith("-"):
+            opts.command = [opt, *it]
+            break
+    return opts
+
+
+def run(argv: list[str], stdin=None, stdout=None, stderr=None) -> int:
+    stdin = stdin or sys.stdin
+    printer = Printer(stdout or sys.stdout, stderr or sys.stderr)
+    opts = parse_options(argv)
+    if opts.config is not None:
+        printer.err("-client-configuration is not supported by zkcompat shell")
+        return 2
+    try:
+        timeout_ms = int(opts.timeout)
+    except ValueError:
+        printer.err(f'java.lang.NumberFormatException: For input string: "{opts.timeout}"')
+        return 1
+    printer.out(f"Connecting to {opts.server}")
+    shell = Shell(opts.server, timeout_ms, opts.read_only, printer)
+    if opts.wait_for_connection and not shell.s.client._live.wait(timeout_ms / 1000.0):
+        shell.close()
+        printer.err("org.apache.zookeeper.KeeperException$ConnectionLossException: "
+                    "KeeperErrorCode = ConnectionLoss")
+        return 1
+    if opts.command:
+        try:
+            shell.process_cmd(opts.command)
+        except QuitShell as q:
+            return q.code
+        shell.close()
+        return shell.exit_code
+    printer.out("Welcome to ZooKeeper!")
+    if stdin.isatty() and (stdout or sys.stdout).isatty():
+        from zkcompat.shell import repl  # noqa: PLC0415
+
+        return repl.run(shell)
+    for raw in stdin:
+        try:
+            shell.execute_line(raw.rstrip("\r\n"))
+        except QuitShell as q:
+            return q.code
+    shell.close()
+    return shell.exit_code
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                 "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def shell(args) -> None:
+    """A zkCli-style shell: zkcompat shell [-server host:port] [-timeout ms] [-r] [cmd args]."""
+    raise SystemExit(run(list(args)))
