@@ -96,7 +96,13 @@ redo 999
 redo -1
 deleteall $B
 ls $B
+config
+config -c
+whoami
 """
+# close and connect are not in the scripts: after close every command, the `version`
+# marker too, prints "Not connected", so the transcript cannot be split. test_terminal.py
+# checks them.
 SCRIPTS_HERE = {**SCRIPTS, "shell": SHELL_SCRIPT}
 
 # ZooKeeper 3.9's CliCommand passes its Options to the usage of get and set, so a usage

@@ -143,3 +143,21 @@ def test_read_only_flag_and_timeout(zkcompat, base) -> None:
     done = run_one(zkcompat, "-timeout", "5000", "-r", "get", path)
     assert done.returncode == 0, done.stderr
     assert "root" in done.stdout
+
+
+def test_close_and_connect_on_stdin(zkcompat, base) -> None:
+    path, _ = base
+    script = f"close\nls {path}\nhistory\nconnect\nls {path}\nquit\n"
+    done = subprocess.run([*SHELL_COMMAND, "-server", zkcompat.connect_string], input=script,
+                          capture_output=True, text=True, timeout=60, env=shell_env())
+    lines = [line for line in done.stdout.splitlines() if line and line != "WATCHER::"]
+    assert lines == [
+        f"Connecting to {zkcompat.connect_string}", "Welcome to ZooKeeper!",
+        "WatchedEvent state:SyncConnected type:None path:null zxid: -1",
+        "WatchedEvent state:Closed type:None path:null zxid: -1",
+        "Not connected",
+        "0 - close", "1 - ls " + path, "2 - history",
+        "Not connected",  # zkCli checks the connection even after `history`
+        "WatchedEvent state:SyncConnected type:None path:null zxid: -1",
+        "[]",
+        "WatchedEvent state:Closed type:None path:null zxid: -1"], done.stdout

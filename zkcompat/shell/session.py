@@ -242,6 +242,9 @@ class Session:
     def close(self) -> None:
         """ZooKeeper.close(): the Closed event is printed before this returns."""
         if not self._closed.is_set():
+            # The Java client's closeSession waits for the connection like any request,
+            # so a session still connecting is established (and announced) first.
+            self.client._live.wait(min(self.timeout_ms / 1000.0, CLOSE_WAIT_S))
             try:
                 self.client.stop()
             finally:
