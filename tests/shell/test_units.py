@@ -234,3 +234,16 @@ def test_completion_of_commands_and_paths() -> None:
     assert list(complete_words(shell, "get -s /apple/")) == [("/apple/core", -7)]
     assert list(complete_words(shell, "ls /none/x")) == []
     assert list(complete_words(shell, "create /a da")) == []
+
+
+def test_zkcompat_starts_without_importing_kazoo() -> None:
+    """kazoo is the shell's client library, not the server's: `zkcompat serve` in an image
+    without it must still start."""
+    import subprocess
+    import sys
+
+    from tests.shell.helpers import shell_env
+
+    code = "import sys, zkcompat.cli; sys.exit(1 if 'kazoo' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], env=shell_env(),
+                          timeout=60).returncode == 0

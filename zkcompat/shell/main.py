@@ -7,8 +7,6 @@ import sys
 
 import click
 
-from zkcompat.shell.commands import Printer, QuitShell, Shell
-
 SERVER_DEFAULT = "localhost:2181"  # ZooKeeperMain.MyCommandOptions
 TIMEOUT_DEFAULT_MS = 30000
 WITH_VALUE = {"-server": "server", "-timeout": "timeout", "-client-configuration": "config"}
@@ -45,6 +43,9 @@ def parse_options(argv: list[str]) -> Options:
 
 
 def run(argv: list[str], stdin=None, stdout=None, stderr=None) -> int:
+    # kazoo is imported here, not at `zkcompat` start-up: `serve` must not need it.
+    from zkcompat.shell.commands import Printer, QuitShell, Shell  # noqa: PLC0415
+
     stdin = stdin or sys.stdin
     printer = Printer(stdout or sys.stdout, stderr or sys.stderr)
     opts = parse_options(argv)
