@@ -70,6 +70,7 @@ class Connection(asyncio.Protocol):
         # The replies queued since the last flush, for their statistics, which the flush
         # accounts for at once: each one's start time, and the last one's request and zxid.
         self._replied_t0: list[int] = []
+        self._write_t0: list[int] = []  # the writes among them
         self._last_req = None
         self._last_zxid = -1
         self._queued = False  # in the outbox, to be flushed
@@ -227,6 +228,8 @@ class Connection(asyncio.Protocol):
         if self._state == "closed":
             return
         self._replied_t0.append(req.t0_ms)
+        if req.is_write:  # readlatency and updatelatency are kept apart, as ZooKeeper's are
+            self._write_t0.append(req.t0_ms)
         self._last_req = req
         self._last_zxid = zxid
         self.send(data)
@@ -246,6 +249,17 @@ class Connection(asyncio.Protocol):
                 lat.min = lo
             lat.count += n
             lat.total += total
+        server_stats = self.server.stats
+        writes = self._write_t0
+        if writes:
+            nw = len(writes)
+            write_total = nw * t - sum(writes)
+            server_stats.update_latency.observe(write_total / nw, nw)
+            writes.clear()
+            n -= nw
+            total -= write_total
+        if n:
+            server_stats.read_latency.observe(total / n, n)
         req = self._last_req
         stats = self.stats
         stats.last_op = OP_NAMES.get(req.type, "NA")

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,10 @@ _TXN_END = b"u"  # first key after every b"t" key (plyvel takes prefix or start/
 
 
 def _ignore_synced(zxid: int) -> None:
+    pass
+
+
+def _ignore_write(write_ms: float, txns: int) -> None:
     pass
 
 
@@ -100,6 +105,9 @@ class TxnLog:
         self._waiters: list[tuple[int, asyncio.Future]] = []  # sync() callers: (zxid, future)
         self.on_synced: Callable[[int], None] = _ignore_synced  # loop thread, in sync order
         self.on_sync_failed: Callable[[BaseException], None] = _raise_sync_failed
+        # Each sync's write time (ms, fsync included) and txns, for ZooKeeper's fsynctime and
+        # sync_processor_batch_size (loop thread, before on_synced; once per batch).
+        self.on_write: Callable[[float, int], None] = _ignore_write
         self.stats = {"batches": 0, "txns": 0}
 
     def _last_key_zxid(self) -> int:
@@ -179,12 +187,13 @@ class TxnLog:
             if batch is None:
                 self._wake.acquire()  # until a kick releases it
                 continue
+            t0 = time.perf_counter()
             try:
                 batch.write()
             except Exception as e:  # noqa: BLE001 - handed to the loop, which stops serving
                 self._report(loop, self._sync_failed, e)
                 return
-            self._report(loop, self._synced, last, count)
+            self._report(loop, self._synced, last, count, (time.perf_counter() - t0) * 1000)
 
     @staticmethod
     def _report(loop, callback, *args) -> None:
@@ -193,11 +202,12 @@ class TxnLog:
         except RuntimeError:  # the loop has closed (shutdown): nobody waits for this sync
             pass
 
-    def _synced(self, last: int, count: int) -> None:
+    def _synced(self, last: int, count: int, write_ms: float = 0.0) -> None:
         """Loop thread: a sync returned; everything up to `last` is durable."""
         self.last_zxid = last
         self.stats["batches"] += 1
         self.stats["txns"] += count
+        self.on_write(write_ms, count)
         if self._waiters:
             done = [w for w in self._waiters if w[0] <= last]
             self._waiters = [w for w in self._waiters if w[0] > last]
