@@ -130,6 +130,19 @@ KEY_CASES = {
     "electionPortBindRetry": ("0", "election_port_bind_retry", 0),
     "zookeeper.electionPortBindRetry": ("0", "election_port_bind_retry", 0),
     "readonlymode.enabled": ("true", "readonly_mode_enabled", True),
+    # AdminServerFactory starts Jetty only when the property equals "true" exactly.
+    "admin.enableServer": ("TRUE", "admin_enable_server", False),
+    "zookeeper.admin.enableServer": ("false", "admin_enable_server", False),
+    "admin.serverAddress": ("0.0.0.0", "admin_server_address", "0.0.0.0"),
+    "zookeeper.admin.serverAddress": ("127.0.0.2", "admin_server_address", "127.0.0.2"),
+    "admin.serverPort": ("9090", "admin_server_port", 9090),
+    "zookeeper.admin.serverPort": ("9091", "admin_server_port", 9091),
+    "admin.commandURL": ("/zk/", "admin_command_url", "/zk"),
+    "zookeeper.admin.commandURL": ("/cmds", "admin_command_url", "/cmds"),
+    "metricsProvider.className": (config.PROMETHEUS_PROVIDER, "metrics_enabled", True),
+    "metricsProvider.httpHost": ("0.0.0.0", "metrics_http_host", "0.0.0.0"),
+    "metricsProvider.httpPort": ("7001", "metrics_http_port", 7001),
+    "metricsProvider.exportJvmInfo": ("false", "metrics_export_jvm_info", False),
 }
 # standaloneEnabled=false needs a participant (parseDynamicConfig), so its file gets one.
 KEY_CASE_NEEDS = {"standaloneEnabled": {"server.1": "127.0.0.1:2888:3888", "initLimit": "5",
@@ -169,6 +182,10 @@ def test_overrides_win_over_the_file(key, tmp_path):
 # -- values ZooKeeper refuses, and values it takes ----------------------------------------
 
 BAD_VALUES = [
+    ("admin.serverPort", "eighty"),
+    ("metricsProvider.httpPort", "70000"),
+    ("metricsProvider.className", "com.example.OtherProvider"),  # "Cannot boot MetricsProvider"
+    ("admin.commandURL", "commands"),
     ("tickTime", "abc"),
     ("tickTime", "0"),
     ("tickTime", "2.5"),
@@ -314,7 +331,7 @@ def test_unknown_key_is_logged_not_fatal(tmp_path, caplog):
     assert unknown and all(r.levelno == logging.WARNING for r in unknown)
 
 
-@pytest.mark.parametrize("key", ["admin.enableServer", "metricsProvider.className",
+@pytest.mark.parametrize("key", ["preAllocSize", "globalOutstandingLimit",
                                  "reconfigEnabled"])
 def test_later_keys_are_logged_not_fatal(key, caplog):
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
@@ -324,7 +341,8 @@ def test_later_keys_are_logged_not_fatal(key, caplog):
 
 
 def test_ensemble_keys_are_no_longer_later_keys():
-    for key in ("initLimit", "syncLimit", "standaloneEnabled"):
+    for key in ("initLimit", "syncLimit", "standaloneEnabled", "admin.enableServer",
+                "admin.serverPort", "metricsProvider.className", "metricsProvider.httpPort"):
         assert key in config._KEYS and key not in config._LATER
 
 

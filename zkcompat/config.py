@@ -33,6 +33,17 @@ WILDCARD_ADDRESS = "0.0.0.0"
 # variables (zkServer.sh hands both to java), so zkcompat reads them too.
 JVM_FLAGS_ENV = ("SERVER_JVMFLAGS", "JVMFLAGS")
 READONLY_PROPERTY = "readonlymode.enabled"
+# JettyAdminServer.DEFAULT_PORT and DEFAULT_COMMAND_URL. ZooKeeper binds 0.0.0.0
+# (DEFAULT_ADDRESS); zkcompat binds loopback unless admin.serverAddress says otherwise.
+ADMIN_SERVER_PORT_DEFAULT = 8080
+ADMIN_SERVER_ADDRESS_DEFAULT = "127.0.0.1"
+ADMIN_COMMAND_URL_DEFAULT = "/commands"
+# metricsProvider.className values: the Prometheus provider turns /metrics on; the default
+# provider (in-process counters only, what mntr shows) leaves it off.
+PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+DEFAULT_METRICS_PROVIDER = "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
+METRICS_HTTP_PORT_DEFAULT = 7000  # PrometheusMetricsProvider's httpPort
+METRICS_HTTP_HOST_DEFAULT = "127.0.0.1"  # ZooKeeper's is 0.0.0.0, as for the AdminServer
 
 
 class ConfigError(Exception):
@@ -97,6 +108,14 @@ class Config:
     snap_count: int = 100_000
     snap_retain_count: int = 3
     purge_interval_hours: int = 0
+    admin_enable_server: bool = True  # admin.enableServer
+    admin_server_address: str = ADMIN_SERVER_ADDRESS_DEFAULT
+    admin_server_port: int = ADMIN_SERVER_PORT_DEFAULT
+    admin_command_url: str = ADMIN_COMMAND_URL_DEFAULT
+    metrics_enabled: bool = False  # metricsProvider.className is the Prometheus provider
+    metrics_http_host: str = METRICS_HTTP_HOST_DEFAULT
+    metrics_http_port: int = METRICS_HTTP_PORT_DEFAULT
+    metrics_export_jvm_info: bool = True  # here: the process and Python collectors
     source: Path | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -185,6 +204,29 @@ def _quorum_boolean(key: str, value: str) -> bool:
     return v == "true"
 
 
+def _admin_enabled(key: str, value: str) -> bool:
+    """AdminServerFactory: the server starts when the property equals "true", exactly
+    (System.getProperty(...).equals("true")): "TRUE" or "yes" turn it off."""
+    return value.strip() == "true"
+
+
+def _command_url(key: str, value: str) -> str:
+    url = value.strip()
+    if not url.startswith("/"):
+        raise ConfigError(f"{key}: {url!r} is not a path (it must start with /)")
+    return url.rstrip("/") or "/"
+
+
+def _metrics_provider(key: str, value: str) -> bool:
+    name = value.strip()
+    if name == PROMETHEUS_PROVIDER:
+        return True
+    if name in ("", DEFAULT_METRICS_PROVIDER):
+        return False
+    raise ConfigError(f"{key}: Cannot boot MetricsProvider {name} (zkcompat has "
+                      f"{PROMETHEUS_PROVIDER} and {DEFAULT_METRICS_PROVIDER})")
+
+
 def _peer_type(key: str, value: str) -> LearnerType:
     try:
         return LearnerType(value.strip().lower())
@@ -267,11 +309,25 @@ _KEYS = {
     "electionPortBindRetry": ("election_port_bind_retry", lambda k, v: _int(k, v, 0)),
     "zookeeper.electionPortBindRetry": ("election_port_bind_retry", lambda k, v: _int(k, v, 0)),
     "readonlymode.enabled": ("readonly_mode_enabled", _java_boolean),
+    "metricsProvider.className": ("metrics_enabled", _metrics_provider),
+    "metricsProvider.httpHost": ("metrics_http_host", lambda k, v: v.strip()),
+    "metricsProvider.httpPort": ("metrics_http_port", _port),
+    "metricsProvider.exportJvmInfo": ("metrics_export_jvm_info", _java_boolean),
 }
+# The AdminServer's settings are system properties (zookeeper.admin.*) in ZooKeeper, which
+# zoo.cfg sets with or without the prefix.
+for _key, _field in (("enableServer", ("admin_enable_server", _admin_enabled)),
+                     ("serverAddress", ("admin_server_address", lambda k, v: v.strip())),
+                     ("serverPort", ("admin_server_port", _port)),
+                     ("commandURL", ("admin_command_url", _command_url))):
+    _KEYS[f"admin.{_key}"] = _KEYS[f"zookeeper.admin.{_key}"] = _field
 # Keys ZooKeeper users commonly have that later issues give meaning to: accepted quietly.
 _LATER = {
-    "admin.enableServer", "admin.serverPort", "reconfigEnabled", "preAllocSize",
-    "globalOutstandingLimit", "metricsProvider.className", "metricsProvider.httpPort",
+    "reconfigEnabled", "preAllocSize", "globalOutstandingLimit",
+    # Tuning of ZooKeeper's Jetty and of the Prometheus provider's worker threads: nothing
+    # here has those parts.
+    "admin.idleTimeout", "zookeeper.admin.idleTimeout", "metricsProvider.numWorkerThreads",
+    "metricsProvider.maxQueueSize", "metricsProvider.workerShutdownTimeoutMs",
 }
 # Keys of features zkcompat does not have, whose absence would silently change the quorum.
 _REFUSED = {

@@ -2,24 +2,31 @@
 an ensemble (zkcompat/quorum.py runs its terms); both serve through the same Pipeline."""
 
 import asyncio
+import collections
 import gc
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass, field
+
+from aiohttp import web
 
 from zkcompat.config import Config
 from zkcompat.quorum import QuorumPeer
 from zkcompat.server.admin import Admin
+from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
 from zkcompat.server.expirer import run_expirer
 from zkcompat.server.loopmon import LoopMonitor
+from zkcompat.server.metrics import metrics_app, registry_for
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
 from zkcompat.server.roles import pipeline_class
 from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
+from zkcompat.tree.digest import DIGEST_VERSION
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.peer import zxid_epoch
 
@@ -41,6 +48,10 @@ GC_THRESHOLDS = (50_000, 20, 100)
 # A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId),
 # whatever its myid says; an ensemble member uses its myid.
 STANDALONE_SERVER_ID = 1
+# DataTree.DIGEST_LOG_INTERVAL and DIGEST_LOG_LIMIT: the hash command lists the digest at
+# every 128th zxid, the last 1024 of them.
+DIGEST_LOG_INTERVAL = 128
+DIGEST_LOG_LIMIT = 1024
 
 
 @dataclass(eq=False)
@@ -60,6 +71,10 @@ class ServerContext:
     admin: Admin | None = None
     loopmon: LoopMonitor = field(default_factory=LoopMonitor)
     stats: ServerStats = field(default_factory=ServerStats)
+    member: QuorumPeer | None = None  # an ensemble member's peer (leader, voting_view, ...)
+    # (zxid, digest version, digest) at every DIGEST_LOG_INTERVAL-th zxid applied
+    digest_log: collections.deque = field(
+        default_factory=lambda: collections.deque(maxlen=DIGEST_LOG_LIMIT))
 
 
 def build_standalone(config: Config) -> ServerContext:
@@ -80,6 +95,7 @@ def _build(config: Config) -> ServerContext:
                               purge=config.purge_interval_hours > 0)
     ctx = ServerContext(config, None, datadir, snapshotter, tree)
     ctx.admin = Admin(ctx)
+    datadir.txnlog.on_write = ctx.stats.log_written  # fsynctime, group-commit batch size
     return ctx
 
 
@@ -89,9 +105,41 @@ def _pipeline(ctx: ServerContext, tree, peer, shell=None) -> Pipeline:
                         config.server_id if config.is_ensemble else STANDALONE_SERVER_ID,
                         config.extended_types_enabled,
                         config.enforce_quota, shell)
-    pipeline.on_applied = ctx.snapshotter.txn_applied
+    pipeline.on_applied = _on_applied(ctx, pipeline, leading=config.is_ensemble and
+                                      isinstance(peer, Leader))
     pipeline.on_fatal = _stop_acknowledging
     return pipeline
+
+
+def _on_applied(ctx: ServerContext, pipeline: Pipeline, leading: bool):
+    """After each batch of applied txns (not each txn): the snapshot count, commit_count on
+    an ensemble's leader, and the digest log the hash command shows."""
+    snapshot_count = ctx.snapshotter.txn_applied
+    stats, digests = ctx.stats, ctx.digest_log
+
+    def on_applied(n: int) -> None:
+        snapshot_count(n)
+        if leading:
+            stats.commit_count += n
+        tree = pipeline.tree
+        zxid = tree.last_processed_zxid
+        if zxid % DIGEST_LOG_INTERVAL == 0 and tree.digest is not None:
+            digests.append((zxid, DIGEST_VERSION, tree.digest))
+
+    return on_applied
+
+
+def _timed_elections(member: QuorumPeer, stats: ServerStats) -> None:
+    """election_time (QuorumPeer: from LOOKING to a vote), around the elector's elect."""
+    elect = member.elector.elect
+
+    async def timed(*args, **kwargs):
+        t0 = time.monotonic()
+        vote = await elect(*args, **kwargs)
+        stats.election_time.observe((time.monotonic() - t0) * 1000)
+        return vote
+
+    member.elector.elect = timed
 
 
 def _stop_acknowledging() -> None:
@@ -144,6 +192,8 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         ctx.mode = "looking"
         member = QuorumPeer(config, ctx, ctx.datadir,
                             lambda tree, peer, shell: _pipeline(ctx, tree, peer, shell))
+        ctx.member = member
+        _timed_elections(member, ctx.stats)
     else:
         ctx = build_standalone(config)
         member = None
@@ -159,6 +209,7 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     if ready is not None:
         ready.set_result(addr)
     ctx.loopmon.start()
+    runners = await _start_http(ctx)
     tasks = [asyncio.create_task(run_reaper(
         lambda: ctx.pipeline if ctx.serving and ctx.pipeline.leading else None,
         config.container_check_interval_ms, config.container_max_per_minute,
@@ -177,3 +228,35 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         for task in tasks:
             task.cancel()
         ctx.loopmon.stop()
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def _start_http(ctx: ServerContext) -> list[web.AppRunner]:
+    """The AdminServer (unless admin.enableServer=false) and the Prometheus /metrics port
+    (if metricsProvider.className names it), on this loop. One that cannot bind is logged
+    and left off; the server serves on (ZooKeeper's standalone server exits instead)."""
+    config = ctx.config
+    apps = []
+    if config.admin_enable_server:
+        initial = config.source.read_text() if config.source is not None else None
+        apps.append(("AdminServer", admin_app(AdminHttp(ctx, initial), config.admin_command_url),
+                     config.admin_server_address, config.admin_server_port))
+    if config.metrics_enabled:
+        registry = registry_for(ctx, config.metrics_export_jvm_info)
+        apps.append(("metrics", metrics_app(registry), config.metrics_http_host,
+                     config.metrics_http_port))
+    runners = []
+    for name, app, host, port in apps:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port, reuse_address=True).start()
+        except OSError as e:
+            log.error("event=http_not_started server=%s address=%s port=%d error=%r", name,
+                      host, port, str(e))
+            await runner.cleanup()
+            continue
+        log.info("event=http_listening server=%s address=%s port=%d", name, host, port)
+        runners.append(runner)
+    return runners

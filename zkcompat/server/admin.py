@@ -1,5 +1,7 @@
-"""Four-letter words, in ZooKeeper's text formats, gated by 4lw.commands.whitelist exactly as
-ZooKeeper gates them (srvr is always allowed: `zkServer.sh status` depends on it)."""
+"""What a server reports about itself, once: the four-letter words print it in ZooKeeper's
+text formats (gated by 4lw.commands.whitelist exactly as ZooKeeper gates them; srvr is
+always allowed: `zkServer.sh status` depends on it), the AdminServer (adminhttp.py) returns
+the same facts as ZooKeeper's JSON, and the Prometheus collector (metrics.py) reads them."""
 
 import getpass
 import os
@@ -10,15 +12,24 @@ from pathlib import Path
 
 import zkcompat
 from zkcompat.config import FOUR_LETTER_WORDS
+from zkcompat.jute.election import ServerState
 from zkcompat.server.stats import now_ms
 
 VERSION_LINE = f"3.9.0-zkcompat-{zkcompat.__version__}, built on zkcompat"
 # ZooTrace's default trace mask (CLIENT_REQUEST | SERVER_PACKET | ... as ZooKeeper sets it).
 TRACE_MASK_DEFAULT = 306
+# QuorumPeer.ZabState, as the zabstate command names them (DISCOVERY is not told apart).
+ZAB_ELECTION, ZAB_SYNCHRONIZATION, ZAB_BROADCAST = "election", "synchronization", "broadcast"
 
 
 def _hex(v: int) -> str:
     return f"0x{v & 0xFFFFFFFFFFFFFFFF:x}"
+
+
+def _signed64(v: int) -> int:
+    """A session id as Java's long prints it (ids of servers >= 128 are negative)."""
+    v &= 0xFFFFFFFFFFFFFFFF
+    return v - (1 << 64) if v >> 63 else v
 
 
 def _dir_size(path: Path) -> int:
@@ -36,10 +47,19 @@ def _java_date(ms: int) -> str:
     return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(ms / 1000))
 
 
+def java_text(value) -> str:
+    """A value as Java's String.valueOf prints it in mntr (true, 4.0, 12)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 class Admin:
     def __init__(self, server):
         self.server = server
         self.started = time.monotonic()
+        self.trace_mask = TRACE_MASK_DEFAULT  # stmk / set_trace_mask; nothing traces by it
+        self._data_size: tuple | None = None  # (when, bytes, tree) of the last walk
 
     def is_four_letter_word(self, first4: bytes) -> bool:
         try:
@@ -55,20 +75,163 @@ class Admin:
             return f"{cmd} is not supported by this server yet.\n"
         return fn(self, cnxn)
 
-    # -- what several commands share ---------------------------------------------------
+    # -- the facts ---------------------------------------------------------------------
 
     @property
     def _pipeline(self):
         return self.server.pipeline
 
-    def _node_count(self) -> int:
+    @property
+    def member(self):
+        """The QuorumPeer of an ensemble member; None standalone."""
+        return getattr(self.server, "member", None)
+
+    @property
+    def leading(self) -> bool:
+        return self.server.mode == "leader"
+
+    def node_count(self) -> int:
         return len(self._pipeline.tree.nodes) + 1  # ZooKeeper's map also holds "" for the root
 
-    def _outstanding(self) -> int:
+    def outstanding(self) -> int:
         return sum(len(s.queue) for s in self._pipeline.tracker.sessions.values())
 
-    def _connections(self):
+    def connections(self):
         return sorted(self.server.connections, key=lambda c: c.stats.established_ms)
+
+    def ephemerals_count(self) -> int:
+        return sum(len(v) for v in self._pipeline.tree.ephemerals.values())
+
+    def approximate_data_size(self, max_age_s: float = 0.0) -> int:
+        """Bytes of data and paths (DataTree.approximateDataSize). ZooKeeper keeps it as it
+        goes; here it is a walk of every znode (~50 ms per million), so a caller that asks
+        often (a scrape) takes a value up to max_age_s old."""
+        now = time.monotonic()
+        cached = self._data_size
+        if cached is not None and now - cached[0] < max_age_s and cached[2] is self._pipeline.tree:
+            return cached[1]
+        tree = self._pipeline.tree
+        size = sum(len(n.data or b"") + len(k) for k, n in tree.nodes.items())
+        self._data_size = (now, size, tree)
+        return size
+
+    def uptime_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def open_fds(self) -> int:
+        try:
+            return len(os.listdir("/proc/self/fd"))
+        except OSError:
+            return -1
+
+    def data_dir(self) -> Path:
+        return self.server.datadir.root.resolve()
+
+    def log_dir(self) -> Path:
+        return self.server.datadir.txnlog.path.parent.resolve()
+
+    def last_snapshot(self) -> tuple[int, int]:
+        """The newest snapshot's zxid (-1: none) and when it was written, in seconds (the
+        newest file of the snapshot store, whose every write is one snapshot's)."""
+        dd = self.server.datadir
+        zxids = dd.snapshots.zxids()
+        if not zxids:
+            return -1, -1
+        try:
+            mtime = max(f.stat().st_mtime for f in (dd.root / "snapshots").iterdir()
+                        if f.is_file())
+        except (OSError, ValueError):
+            mtime = -1
+        return max(zxids), int(mtime)
+
+    def session_expiry(self) -> dict[int, list[int]]:
+        """ZooKeeperServer.getSessionExpiryMap: expiry time (ms, the server's own clock)
+        -> the session ids that expire then."""
+        buckets: dict[int, list[int]] = {}
+        for s in self._pipeline.tracker.sessions.values():
+            buckets.setdefault(s.expire_tick, []).append(s.session_id)
+        return {tick: sorted(sids) for tick, sids in sorted(buckets.items())}
+
+    def ephemerals(self) -> dict[int, list[str]]:
+        return {sid: sorted(paths) for sid, paths in sorted(self._pipeline.tree.ephemerals.items())
+                if paths}
+
+    def data_watches_by_session(self) -> dict[int, list[str]]:
+        """DataTree.getWatches: the data watches only, as wchc reports them."""
+        by_session: dict[int, list[str]] = {}
+        for path, modes in self._pipeline.watches.data.by_path.items():
+            for w in modes:
+                sid = w.session.session_id if w.session is not None else 0
+                by_session.setdefault(sid, []).append(path)
+        return {sid: sorted(paths) for sid, paths in sorted(by_session.items())}
+
+    def data_watches_by_path(self) -> dict[str, list[int]]:
+        return {path: [w.session.session_id if w.session is not None else 0 for w in modes]
+                for path, modes in sorted(self._pipeline.watches.data.by_path.items())}
+
+    def watch_summary(self) -> tuple[int, int, int]:
+        """DataTree.getWatchesSummary (data watches): connections, paths, watches."""
+        table = self._pipeline.watches.data.by_path
+        watchers = {w for modes in table.values() for w in modes}
+        return len(watchers), len(table), sum(len(modes) for modes in table.values())
+
+    def learners(self) -> list:
+        """The leader's LearnerInfo of every learner connected to it."""
+        return list(self._pipeline.peer.learners.values()) if self.leading else []
+
+    def leader_gauges(self) -> list[tuple[str, int]]:
+        """The leader's gauges (LeaderZooKeeperServer.registerMetrics)."""
+        if not self.leading:
+            return []
+        learners = self.learners()
+        synced = [li for li in learners if li.phase == "uptodate"]
+        return [
+            ("learners", len(learners)),
+            ("synced_followers", sum(1 for li in synced if not li.observer)),
+            ("synced_non_voting_followers", 0),  # every follower here votes
+            ("synced_observers", sum(1 for li in synced if li.observer)),
+            ("pending_syncs", sum(len(v) for v in self._pipeline.peer._pending_syncs.values())),
+        ]
+
+    def monitor_values(self, data_size_max_age_s: float = 0.0) -> list[tuple[str, object]]:
+        """mntr and the monitor command: ZooKeeperServer.dumpMonitorValues (version, state),
+        then the gauges and counters ZooKeeper registers that this server keeps. The
+        summaries follow in metrics.monitor_summaries."""
+        p = self._pipeline
+        st = self.server.stats
+        return [
+            ("version", VERSION_LINE),
+            ("server_state", self.server.mode),
+            ("ephemerals_count", self.ephemerals_count()),
+            ("num_alive_connections", len(self.server.connections)),
+            ("avg_latency", round(st.latency.avg, 4)),
+            ("outstanding_requests", self.outstanding()),
+            ("znode_count", self.node_count()),
+            ("global_sessions", len(p.tracker.sessions)),
+            ("local_sessions", 0),  # localSessionsEnabled is not supported: none
+            ("packets_sent", st.packets_sent),
+            ("packets_received", st.packets_received),
+            ("watch_count", p.watches.count()),
+            ("min_latency", st.latency.min),
+            ("max_latency", st.latency.max),
+            ("max_file_descriptor_count", resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+            ("open_file_descriptor_count", self.open_fds()),
+            ("approximate_data_size", self.approximate_data_size(data_size_max_age_s)),
+            ("uptime", self.uptime_ms()),
+            ("digest_mismatches_count", p.stats.digest_mismatches),
+            *self.leader_gauges(),
+        ]
+
+    def zab_state(self) -> str:
+        """QuorumPeer.getZabState, from the role's own phase."""
+        member = self.member
+        if member is None or member.state == ServerState.LOOKING:
+            return ZAB_ELECTION
+        # Elected, not serving yet: discovery and synchronization are told apart inside the
+        # term's role, which the server does not see until it serves; both read as syncing.
+        return ZAB_BROADCAST if self.server.serving else ZAB_SYNCHRONIZATION
+
+    # -- the four-letter words -----------------------------------------------------------
 
     def _server_summary(self) -> str:
         st = self.server.stats
@@ -78,13 +241,11 @@ class Admin:
             f"Received: {st.packets_received}\n"
             f"Sent: {st.packets_sent}\n"
             f"Connections: {len(self.server.connections)}\n"
-            f"Outstanding: {self._outstanding()}\n"
+            f"Outstanding: {self.outstanding()}\n"
             f"Zxid: 0x{self._pipeline.tree.last_processed_zxid:x}\n"
             f"Mode: {self.server.mode}\n"
-            f"Node count: {self._node_count()}\n"
+            f"Node count: {self.node_count()}\n"
         )
-
-    # -- the commands ------------------------------------------------------------------
 
     def ruok(self, cnxn) -> str:
         return "imok"
@@ -96,17 +257,20 @@ class Admin:
         return f"Zookeeper version: {VERSION_LINE}\n" + self._server_summary()
 
     def stat(self, cnxn) -> str:
-        clients = "".join(f"{_connection_line(c, brief=True)}\n" for c in self._connections())
+        clients = "".join(f"{_connection_line(c, brief=True)}\n" for c in self.connections())
         return (f"Zookeeper version: {VERSION_LINE}\nClients:\n{clients}\n"
                 + self._server_summary())
 
     def cons(self, cnxn) -> str:
-        return "".join(f"{_connection_line(c, brief=False)}\n" for c in self._connections()) + "\n"
+        return "".join(f"{_connection_line(c, brief=False)}\n" for c in self.connections()) + "\n"
 
     def crst(self, cnxn) -> str:
+        self.reset_connection_stats()
+        return "Connection stats reset.\n"
+
+    def reset_connection_stats(self) -> None:
         for c in self.server.connections:
             c.stats.reset()
-        return "Connection stats reset.\n"
 
     def srst(self, cnxn) -> str:
         self.server.stats.reset()
@@ -114,9 +278,7 @@ class Admin:
 
     def conf(self, cnxn) -> str:
         cfg = self.server.config
-        dd = self.server.datadir
-        data = dd.root.resolve()
-        logdir = dd.txnlog.path.parent.resolve()
+        data, logdir = self.data_dir(), self.log_dir()
         return (
             f"clientPort={cfg.client_port}\n"
             "secureClientPort=-1\n"
@@ -145,18 +307,22 @@ class Admin:
                 f"quorumPort={me.quorum_port}\npeerType={peer_type}\nmembership: \n"
                 + membership.decode())
 
-    def dirs(self, cnxn) -> str:
+    def dir_sizes(self) -> tuple[int, int]:
+        """ZooKeeperServer.getDataDirSize / getLogDirSize, as dirs reports them."""
         dd = self.server.datadir
-        return (f"datadir_size: {_dir_size(dd.root)}\n"
-                f"logdir_size: {_dir_size(dd.txnlog.path)}\n")
+        return _dir_size(dd.root), _dir_size(dd.txnlog.path)
 
-    def envi(self, cnxn) -> str:
+    def dirs(self, cnxn) -> str:
+        data, log = self.dir_sizes()
+        return f"datadir_size: {data}\nlogdir_size: {log}\n"
+
+    def environment(self) -> list[tuple[str, str]]:
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
             user = "?"
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-        env = [
+        return [
             ("zookeeper.version", VERSION_LINE),
             ("host.name", socket.gethostname()),
             ("os.name", os.uname().sysname),
@@ -170,97 +336,45 @@ class Admin:
             ("os.memory.max", f"{rss_mb}MB"),
             ("os.memory.total", f"{rss_mb}MB"),
         ]
-        return "Environment:\n" + "".join(f"{k}={v}\n" for k, v in env)
+
+    def envi(self, cnxn) -> str:
+        return "Environment:\n" + "".join(f"{k}={v}\n" for k, v in self.environment())
 
     def mntr(self, cnxn) -> str:
-        p = self._pipeline
-        st = self.server.stats
-        try:
-            open_fds = len(os.listdir("/proc/self/fd"))
-        except OSError:
-            open_fds = -1
-        rows = [
-            ("zk_version", VERSION_LINE),
-            ("zk_server_state", self.server.mode),
-            ("zk_ephemerals_count", sum(len(v) for v in p.tree.ephemerals.values())),
-            ("zk_num_alive_connections", len(self.server.connections)),
-            ("zk_avg_latency", f"{st.latency.avg:.1f}"),
-            ("zk_outstanding_requests", self._outstanding()),
-            ("zk_znode_count", self._node_count()),
-            ("zk_global_sessions", len(p.tracker.sessions)),
-            ("zk_packets_sent", st.packets_sent),
-            ("zk_packets_received", st.packets_received),
-            ("zk_watch_count", p.watches.count()),
-            ("zk_min_latency", st.latency.min),
-            ("zk_max_latency", st.latency.max),
-            ("zk_max_file_descriptor_count", resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
-            ("zk_open_file_descriptor_count", open_fds),
-            ("zk_approximate_data_size",
-             sum(len(n.data or b"") + len(k) for k, n in p.tree.nodes.items())),
-            ("zk_uptime", int((time.monotonic() - self.started) * 1000)),
-            ("zk_snap_count", 0 if self.server.snapshotter.last is None else 1),
-            ("zk_digest_mismatches_count", p.stats.digest_mismatches),
-        ]
-        rows += self._leader_rows(p)
-        return "".join(f"{k}\t{v}\n" for k, v in rows)
+        from zkcompat.server.metrics import monitor_summaries  # noqa: PLC0415 - metrics reads us
 
-    def _leader_rows(self, p) -> list[tuple[str, object]]:
-        """The leader's gauges (LeaderZooKeeperServer.registerMetrics); zk_followers is the
-        name 3.4's mntr used for the learner count, which tools still read."""
-        if self.server.mode != "leader":
-            return []
-        learners = list(p.peer.learners.values())
-        synced = [li for li in learners if li.phase == "uptodate"]
-        return [
-            ("zk_learners", len(learners)),
-            ("zk_followers", len(learners)),
-            ("zk_synced_followers", sum(1 for li in synced if not li.observer)),
-            ("zk_synced_non_voting_followers", 0),  # every follower here votes
-            ("zk_synced_observers", sum(1 for li in synced if li.observer)),
-            ("zk_pending_syncs", sum(len(v) for v in p.peer._pending_syncs.values())),
-        ]
+        rows = self.monitor_values()
+        # 3.4's name for the learner count, which tools still read.
+        rows += [("followers", v) for k, v in rows if k == "learners"]
+        rows += monitor_summaries(self.server)
+        return "".join(f"zk_{k}\t{java_text(v)}\n" for k, v in rows)
 
     def wchs(self, cnxn) -> str:
-        # DataTree.dumpWatchesSummary reports the data watches only.
-        table = self._pipeline.watches.data.by_path
-        watchers = {w for modes in table.values() for w in modes}
-        total = sum(len(modes) for modes in table.values())
-        return f"{len(watchers)} connections watching {len(table)} paths\nTotal watches:{total}\n"
+        connections, paths, total = self.watch_summary()
+        return f"{connections} connections watching {paths} paths\nTotal watches:{total}\n"
 
     def wchc(self, cnxn) -> str:
-        by_session: dict[int, list[str]] = {}
-        for path, modes in self._pipeline.watches.data.by_path.items():
-            for w in modes:
-                sid = w.session.session_id if w.session is not None else 0
-                by_session.setdefault(sid, []).append(path)
-        return "".join(f"{_hex(sid)}\n" + "".join(f"\t{p}\n" for p in sorted(paths))
-                       for sid, paths in sorted(by_session.items()))
+        return "".join(f"{_hex(sid)}\n" + "".join(f"\t{p}\n" for p in paths)
+                       for sid, paths in self.data_watches_by_session().items())
 
     def wchp(self, cnxn) -> str:
-        out = []
-        for path, modes in sorted(self._pipeline.watches.data.by_path.items()):
-            out.append(f"{path}\n")
-            for w in modes:
-                out.append(f"\t{_hex(w.session.session_id if w.session is not None else 0)}\n")
-        return "".join(out)
+        return "".join(f"{path}\n" + "".join(f"\t{_hex(sid)}\n" for sid in sids)
+                       for path, sids in self.data_watches_by_path().items())
 
     def dump(self, cnxn) -> str:
-        p = self._pipeline
-        buckets: dict[int, list[int]] = {}
-        for s in p.tracker.sessions.values():
-            buckets.setdefault(s.expire_tick, []).append(s.session_id)
+        expiry = self.session_expiry()
         wall_offset = int(time.time() * 1000) - now_ms()
         lines = ["SessionTracker dump:",
-                 f"Session Sets ({len(buckets)})/({len(p.tracker.sessions)}):"]
-        for tick, sids in sorted(buckets.items()):
+                 f"Session Sets ({len(expiry)})/({len(self._pipeline.tracker.sessions)}):"]
+        for tick, sids in expiry.items():
             lines.append(f"{len(sids)} expire at {_java_date(tick + wall_offset)}:")
-            lines += [f"\t{_hex(sid)}" for sid in sorted(sids)]
-        eph = {sid: paths for sid, paths in p.tree.ephemerals.items() if paths}
+            lines += [f"\t{_hex(sid)}" for sid in sids]
+        eph = self.ephemerals()
         lines += ["ephemeral nodes dump:", f"Sessions with Ephemerals ({len(eph)}):"]
-        for sid, paths in sorted(eph.items()):
+        for sid, paths in eph.items():
             lines.append(f"{_hex(sid)}:")
-            lines += [f"\t{path}" for path in sorted(paths)]
-        conns = self._connections()
+            lines += [f"\t{path}" for path in paths]
+        conns = self.connections()
         lines += ["Connections dump:", f"Connections Sets ({len(conns)})/({len(conns)}):"]
         for c in conns:
             sid = c.session.session_id if c.session is not None else 0
@@ -269,28 +383,56 @@ class Admin:
         return "\n".join(lines) + "\n"
 
     def gtmk(self, cnxn) -> str:
-        return str(TRACE_MASK_DEFAULT)
+        return str(self.trace_mask)
 
     def reqs(self, cnxn) -> str:
         return ""  # outstanding requests are answered within one loop turn here
 
 
+def connection_info(c, brief: bool) -> dict:
+    """ServerCnxn.getConnectionInfo: what cons and stat list per connection."""
+    st = c.stats
+    session = c.session
+    info = {
+        "remote_socket_address": c.remote,
+        "interest_ops": 0 if c._paused else 1,  # the selector interest ops: 1 = reading
+        "outstanding_requests": len(session.queue) if session is not None else 0,
+        "packets_received": st.received,
+        "packets_sent": st.sent,
+    }
+    if not brief:
+        lat = st.latency
+        info.update({
+            "session_id": _signed64(session.session_id) if session is not None else 0,
+            "last_operation": st.last_op,
+            "established": st.established_ms,
+            "session_timeout": session.timeout_ms if session is not None else 0,
+            "last_cxid": st.last_cxid,
+            "last_zxid": st.last_zxid,
+            "last_response_time": st.last_response_ms,
+            "last_latency": st.last_latency,
+            "min_latency": lat.min,
+            "avg_latency": int(lat.avg),
+            "max_latency": lat.max,
+        })
+    return info
+
+
 def _connection_line(c, brief: bool) -> str:
     """ServerCnxn.dumpConnectionInfo."""
-    st = c.stats
-    queued = len(c.session.queue) if c.session is not None else 0
-    ops = 0 if c._paused else 1  # the selector interest ops: 1 = reading
-    text = f" /{c.remote}[{ops}](queued={queued},recved={st.received},sent={st.sent}"
+    info = connection_info(c, brief)
+    text = (f" /{c.remote}[{info['interest_ops']}](queued={info['outstanding_requests']},"
+            f"recved={info['packets_received']},sent={info['packets_sent']}")
     sid = c.session.session_id if c.session is not None else 0
     if not brief and sid:
-        lat = st.latency
-        text += (f",sid={_hex(sid)},lop={st.last_op},est={st.established_ms},"
-                 f"to={c.session.timeout_ms}")
-        if st.last_cxid >= 0:
-            text += f",lcxid=0x{st.last_cxid & 0xFFFFFFFF:x}"
-        text += (f",lzxid=0x{st.last_zxid & 0xFFFFFFFFFFFFFFFF:x},lresp={st.last_response_ms},"
-                 f"llat={st.last_latency},minlat={lat.min},avglat={int(lat.avg)},"
-                 f"maxlat={lat.max}")
+        text += (f",sid={_hex(sid)},lop={info['last_operation']},est={info['established']},"
+                 f"to={info['session_timeout']}")
+        if info["last_cxid"] >= 0:
+            text += f",lcxid=0x{info['last_cxid'] & 0xFFFFFFFF:x}"
+        text += (f",lzxid=0x{info['last_zxid'] & 0xFFFFFFFFFFFFFFFF:x},"
+                 f"lresp={info['last_response_time']},llat={info['last_latency']},"
+                 f"minlat={info['min_latency']},avglat={info['avg_latency']},"
+                 f"maxlat={info['max_latency']}")
     return text + ")"
 
 

@@ -1,0 +1,162 @@
+"""Prometheus metrics as ZooKeeper's PrometheusMetricsProvider names them, read when scraped:
+a collector turns what the server already keeps (admin.Admin's facts, ServerStats'
+summaries) into metric families, so serving requests pays nothing for it. /metrics is an
+aiohttp handler on the server's own loop.
+
+Names are ZooKeeper 3.9's (ServerMetrics.java; the gauges of ZooKeeperServer
+.registerMetrics and LeaderZooKeeperServer.registerMetrics), so the community's Grafana
+dashboard and alert rules find them. Counters keep their bare names ("commit_count", as
+prometheus simpleclient 0.9 in ZooKeeper writes them), not the "_total" that
+prometheus_client would append.
+"""
+
+import logging
+import math
+
+from aiohttp import web
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.registry import CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from zkcompat.server.stats import Summary
+
+log = logging.getLogger(__name__)
+
+METRICS_PATH = "/metrics"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# PrometheusMetricsProvider.PrometheusSummary: BASIC summaries report the median only.
+QUANTILES_BASIC = (0.5,)
+QUANTILES_ADVANCED = (0.5, 0.9, 0.99)
+# DefaultMetricsProvider's AvgMinMaxPercentileCounter, as mntr and the monitor command show
+# an ADVANCED summary.
+MONITOR_PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
+# The zkcompat gauge beside ZooKeeper's: what ZooKeeper's JvmPauseMonitor tells of a JVM.
+LOOP_STALL_GAUGE = "zkcompat_event_loop_max_stall_ms"
+# approximate_data_size walks every znode (admin.py): a scrape recomputes it at most this
+# often, so a 15 s scrape of a million znodes costs one ~50 ms walk a minute.
+DATA_SIZE_MAX_AGE_S = 60.0
+
+# (name, ServerStats attribute, ADVANCED?) - ServerMetrics' getSummary(name, level).
+SUMMARIES = (
+    ("readlatency", "read_latency", True),
+    ("updatelatency", "update_latency", True),
+    ("fsynctime", "fsync_time", False),
+    ("sync_processor_batch_size", "sync_batch_size", False),
+    ("snapshottime", "snapshot_time", False),
+    ("election_time", "election_time", False),
+)
+# The monitor values that are ZooKeeper gauges (version and server_state are strings, and
+# digest_mismatches_count is a counter).
+_NOT_GAUGES = frozenset({"version", "server_state", "digest_mismatches_count"})
+
+
+def summaries(server) -> list[tuple[str, Summary, bool]]:
+    st = server.stats
+    return [(name, getattr(st, attr), advanced) for name, attr, advanced in SUMMARIES]
+
+
+def monitor_summaries(server) -> list[tuple[str, object]]:
+    """The summaries as mntr and the monitor command list them (avg_, min_, max_, cnt_,
+    sum_ and, for ADVANCED ones, p50_ ... p999_), and the counters beside them."""
+    _note_snapshot(server)
+    rows: list[tuple[str, object]] = [("commit_count", server.stats.commit_count)]
+    for name, s, advanced in summaries(server):
+        rows += [(f"avg_{name}", round(s.avg, 4)), (f"min_{name}", s.min),
+                 (f"max_{name}", s.max), (f"cnt_{name}", s.count),
+                 (f"sum_{name}", int(s.total))]
+        if advanced:
+            values = s.quantiles(tuple(q for _, q in MONITOR_PERCENTILES))
+            rows += [(f"{p}_{name}", 0 if math.isnan(v) else int(v))
+                     for (p, _), v in zip(MONITOR_PERCENTILES, values, strict=True)]
+    return rows
+
+
+def _note_snapshot(server) -> None:
+    """The snapshotter keeps its last snapshot's duration; a new one joins snapshottime."""
+    last = server.snapshotter.last
+    st = server.stats
+    if last is not None and last is not getattr(st, "_snapshot_seen", None):
+        st._snapshot_seen = last
+        st.snapshot_time.observe(last[2] * 1000)
+
+
+class ZooKeeperCollector:
+    """A prometheus_client collector over one server's facts, read at scrape time."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def collect(self):
+        server = self.server
+        _note_snapshot(server)
+        if server.serving and server.pipeline is not None:
+            for name, value in server.admin.monitor_values(DATA_SIZE_MAX_AGE_S):
+                if name not in _NOT_GAUGES:
+                    yield _gauge(name, value)
+            yield _counter("digest_mismatches_count", server.pipeline.stats.digest_mismatches)
+        if server.config.is_ensemble:
+            yield _gauge("quorum_size", server.config.quorum_size)
+        yield _counter("commit_count", server.stats.commit_count)
+        for name, s, advanced in summaries(server):
+            qs = QUANTILES_ADVANCED if advanced else QUANTILES_BASIC
+            family = SummaryMetricFamily(name, name, count_value=s.count, sum_value=s.total)
+            for q, v in zip(qs, s.quantiles(qs), strict=True):
+                family.add_sample(name, {"quantile": str(q)}, v)
+            yield family
+        yield _gauge(LOOP_STALL_GAUGE, server.loopmon.max_stall_ms,
+                     "longest event-loop stall since start, ms (zkcompat)")
+
+
+def _gauge(name: str, value, doc: str | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc or name, value=value)
+
+
+def _counter(name: str, value) -> Metric:
+    m = Metric(name, name, "counter")
+    m.add_sample(name, {}, value)
+    return m
+
+
+def registry_for(server, export_process_info: bool = True) -> CollectorRegistry:
+    """The server's collector, and (exportJvmInfo's counterpart) the process and Python
+    collectors, which name their metrics as simpleclient's DefaultExports does process_*."""
+    from prometheus_client import gc_collector, platform_collector, process_collector  # noqa: PLC0415
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ZooKeeperCollector(server))
+    if export_process_info:
+        process_collector.ProcessCollector(registry=registry)
+        platform_collector.PlatformCollector(registry=registry)
+        gc_collector.GCCollector(registry=registry)
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text format 0.0.4, with each family's TYPE under the name its samples carry."""
+    out = []
+    for metric in registry.collect():
+        samples = [s for s in metric.samples if not s.name.endswith("_created")]
+        tname = metric.name
+        if metric.type == "counter" and any(s.name == f"{metric.name}_total" for s in samples):
+            tname = f"{metric.name}_total"
+        mtype = {"unknown": "untyped", "info": "gauge"}.get(metric.type, metric.type)
+        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {tname} {doc}\n# TYPE {tname} {mtype}\n")
+        for s in samples:
+            labels = ""
+            if s.labels:
+                labels = "{" + ",".join(
+                    '{}="{}"'.format(k, v.replace("\\", r"\\").replace("\n", r"\n")
+                                     .replace('"', r"\""))
+                    for k, v in sorted(s.labels.items())) + "}"
+            out.append(f"{s.name}{labels} {floatToGoString(s.value)}\n")
+    return "".join(out).encode()
+
+
+def metrics_app(registry: CollectorRegistry) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=exposition(registry), headers={"Content-Type": CONTENT_TYPE})
+
+    app = web.Application()
+    app.router.add_get(METRICS_PATH, metrics)
+    return app
