@@ -93,3 +93,16 @@ def test_learner_rejoining_while_the_leader_disk_lags_stays_in_agreement():
               Fault(4.0, "crash_follower", 0.5, 1), Fault(5.5, "crash_follower", 0.5, 2)]
     result = run_seed(1, 5, faults=faults, duration_s=8.0)
     assert result.ok, result.failures
+
+
+def test_a_leader_serving_before_a_quorum_synced_is_caught():
+    """The injected bug: a new leader serves, and commits on its own durable write, before
+    a quorum has ACKed NEWLEADER. Partitions make it lose acknowledged writes within three
+    seeds; the same seeds pass with the bug off."""
+    seeds = range(1, 4)
+    caught = [s for s in seeds if any("acknowledged write lost" in f for f in run_seed(
+        s, 3, profile="partition", bug="serve_before_quorum_synced").failures)]
+    assert caught, f"seeds {list(seeds)} with the bug and no lost write"
+    for s in seeds:
+        control = run_seed(s, 3, profile="partition")
+        assert control.ok, (s, control.failures)
