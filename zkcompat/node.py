@@ -95,7 +95,7 @@ def _build(config: Config) -> ServerContext:
                               purge=config.purge_interval_hours > 0)
     ctx = ServerContext(config, None, datadir, snapshotter, tree)
     ctx.admin = Admin(ctx)
-    datadir.txnlog.on_write = ctx.stats.log_written  # fsynctime, group-commit batch size
+    ctx.stats.log = datadir.txnlog  # fsynctime, group-commit batch size
     return ctx
 
 

@@ -249,17 +249,19 @@ class Connection(asyncio.Protocol):
                 lat.min = lo
             lat.count += n
             lat.total += total
-        server_stats = self.server.stats
         writes = self._write_t0
-        if writes:
+        if writes:  # ServerStats says how reads and writes are split
             nw = len(writes)
             write_total = nw * t - sum(writes)
-            server_stats.update_latency.observe(write_total / nw, nw)
+            ul = self.server.stats.update_latency
+            ul.count += nw
+            ul.total += write_total
+            ul.recent.append((write_total, nw))
             writes.clear()
-            n -= nw
-            total -= write_total
-        if n:
-            server_stats.read_latency.observe(total / n, n)
+            if nw < n:
+                self.server.stats.read_recent.append((total - write_total, n - nw))
+        else:
+            self.server.stats.read_recent.append((total, n))
         req = self._last_req
         stats = self.stats
         stats.last_op = OP_NAMES.get(req.type, "NA")

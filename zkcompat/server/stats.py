@@ -1,6 +1,9 @@
 """Request counters and latencies, server-wide and per connection (ZooKeeper's ServerStats
 and ServerCnxn stats), as srvr, stat, cons and mntr report them. Latencies in ms."""
 
+from __future__ import annotations
+
+import collections
 import time
 
 from zkcompat.jute.constants import OpCode
@@ -18,10 +21,6 @@ OP_NAMES = {
     OpCode.GET_ALL_CHILDREN_NUMBER: "GETACN", OpCode.CHECK_WATCHES: "CHKW",
     OpCode.REMOVE_WATCHES: "REMW", OpCode.WHO_AM_I: "HOMI", OpCode.GET_EPHEMERALS: "GETE",
 }
-
-
-# FileTxnLog's fsync.warningthresholdms default: a slower sync counts as "exceeded".
-FSYNC_WARNING_THRESHOLD_MS = 1000
 
 
 def now_ms() -> int:
@@ -49,36 +48,63 @@ class Latency:
 
 
 class ServerStats:
-    """ServerStats, and the per-request summaries ZooKeeper's ServerMetrics keeps beside it
-    (readlatency, updatelatency: ServerStats.updateLatency splits them the same way). srst
-    resets the first, as ZooKeeper's does, not the summaries."""
+    """ServerStats, and the summaries ZooKeeper's ServerMetrics keeps beside it. srst
+    resets the first, as ZooKeeper's does, not the summaries.
+
+    readlatency and updatelatency are split as ServerStats.updateLatency splits them: the
+    connection records each flush's writes in update_latency and appends its reads'
+    (sum, n) to read_recent; the reads' count and sum are all replies' (latency, kept
+    since start across resets) less the writes'. The txn log (`log`, node.py sets it)
+    keeps each sync's write time and size itself (fsynctime, sync_processor_batch_size).
+    """
 
     def __init__(self):
         self.packets_received = 0
         self.packets_sent = 0
         self.latency = Latency()
-        self.read_latency = Summary()
         self.update_latency = Summary()
-        # Kept once per event, never per request: each log sync (node.py wires the txn
-        # log's on_write), each snapshot, each election; commits while leading.
-        self.fsync_time = Summary()  # fsynctime, ms
-        self.sync_batch_size = Summary()  # sync_processor_batch_size: txns per log sync
+        self.read_recent = collections.deque(maxlen=SUMMARY_RECENT_MAX)
         self.snapshot_time = Summary()  # snapshottime, ms
         self.election_time = Summary()  # election_time, ms
         self.commit_count = 0  # commit_count: txns committed while leading an ensemble
-        self.fsync_threshold_exceeded = 0
+        self.log = None  # the TxnLog
+        self._before_reset = (0, 0)  # latency's count and total before the resets
+        self._slow_writes_before_reset = 0
 
-    def log_written(self, write_ms: float, txns: int) -> None:
-        self.fsync_time.observe(write_ms)
-        self.sync_batch_size.observe(txns)
-        if write_ms > FSYNC_WARNING_THRESHOLD_MS:
-            self.fsync_threshold_exceeded += 1
+    @property
+    def read_latency(self) -> Summary:
+        count, total = self._before_reset
+        s = Summary(self.read_recent)
+        s.count = count + self.latency.count - self.update_latency.count
+        s.total = total + self.latency.total - self.update_latency.total
+        return s
+
+    def _log_stat(self, key: str, default=0):
+        return self.log.stats.get(key, default) if self.log is not None else default
+
+    @property
+    def fsync_time(self) -> Summary:
+        s = Summary([] if self.log is None else [(ms, 1) for ms, _ in self.log.recent_writes])
+        s.count, s.total = self._log_stat("batches"), self._log_stat("write_ms", 0.0)
+        return s
+
+    @property
+    def sync_batch_size(self) -> Summary:
+        s = Summary([] if self.log is None else [(n, 1) for _, n in self.log.recent_writes])
+        s.count, s.total = self._log_stat("batches"), self._log_stat("txns")
+        return s
+
+    @property
+    def fsync_threshold_exceeded(self) -> int:
+        return self._log_stat("slow_writes") - self._slow_writes_before_reset
 
     def reset(self) -> None:
+        count, total = self._before_reset
+        self._before_reset = (count + self.latency.count, total + self.latency.total)
+        self._slow_writes_before_reset = self._log_stat("slow_writes")
         self.packets_received = 0
         self.packets_sent = 0
         self.latency.reset()
-        self.fsync_threshold_exceeded = 0
 
 
 class ConnectionStats:
@@ -104,71 +130,60 @@ class ConnectionStats:
         self.latency.reset()
 
 
-# Bucket upper bounds of a Summary, in its unit (ms for latencies): 0, 1, 3, 7, ... 2^22-1
-# (~70 min); a value v lands in bucket v.bit_length(). A quantile is reported as the upper bound of the bucket it falls in, so it is
-# at most 2x off (ZooKeeper's Prometheus summaries promise 1-5%; Grafana shows the trend).
-SUMMARY_BOUNDS = (0,) + tuple(2 ** i - 1 for i in range(1, 23))
-SUMMARY_WINDOWS = 5  # prometheus simpleclient's ageBuckets: quantiles over the last ~10 min
-SUMMARY_WINDOW_S = 120.0  # maxAgeSeconds 600 / ageBuckets 5
+SUMMARY_RECENT_MAX = 4096  # observations a Summary's quantiles, min and max come from
 
 
 class Summary:
-    """A ZooKeeper summary (count, sum, quantiles) kept as counts per power-of-2 bucket.
-    observe() is an index and two adds; quantiles come from the last SUMMARY_WINDOWS
-    windows, rotated when read (a scrape), never on the hot path."""
+    """A ZooKeeper summary: count and sum of every observation; quantiles, min and max of
+    the last SUMMARY_RECENT_MAX, worked out when read (a scrape), never when observed.
+    `recent` holds (sum, n) pairs: n observations whose mean is sum / n, as one flush of n
+    replies is recorded. A hot path adds to it inline, without a call:
+        s.count += n; s.total += total; s.recent.append((total, n))
+    """
 
-    __slots__ = ("count", "total", "min", "max", "_windows", "_current", "_rotated")
+    __slots__ = ("count", "total", "recent")
 
-    def __init__(self):
+    def __init__(self, recent=None):
         self.count = 0
-        self.total = 0
-        self.min = 0
-        self.max = 0
-        self._windows = [[0] * len(SUMMARY_BOUNDS) for _ in range(SUMMARY_WINDOWS)]
-        self._current = self._windows[0]
-        self._rotated = time.monotonic()
+        self.total = 0.0
+        self.recent = collections.deque(maxlen=SUMMARY_RECENT_MAX) if recent is None else recent
 
     def observe(self, value: float, n: int = 1) -> None:
-        """n observations of `value` (a flush of n replies counts each at their mean)."""
-        v = int(value)
-        i = v.bit_length() if v > 0 else 0
-        self._current[i if i < len(SUMMARY_BOUNDS) else -1] += n
-        if value > self.max:
-            self.max = v
-        if value < self.min or not self.count:
-            self.min = v
         self.count += n
         self.total += value * n
+        self.recent.append((value * n, n))
 
     @property
     def avg(self) -> float:
         return self.total / self.count if self.count else 0.0
 
-    def quantiles(self, qs: tuple[float, ...], now: float | None = None) -> list[float]:
-        """Each q's bucket bound over the recent windows; NaN with no recent observation
-        (as a Prometheus summary reports an empty window)."""
-        self._rotate(time.monotonic() if now is None else now)
-        counts = [sum(col) for col in zip(*self._windows, strict=True)]
-        seen = sum(counts)
+    def _means(self) -> list[tuple[float, int]]:
+        return sorted((t / n, n) for t, n in self.recent if n)
+
+    @property
+    def min(self) -> int:
+        means = self._means()
+        return int(means[0][0]) if means else 0
+
+    @property
+    def max(self) -> int:
+        means = self._means()
+        return int(means[-1][0]) if means else 0
+
+    def quantiles(self, qs: tuple[float, ...]) -> list[float]:
+        """Each q of the recent observations (NaN when there is none, as a Prometheus
+        summary reports an empty window)."""
+        means = self._means()
+        seen = sum(n for _, n in means)
         out = []
         for q in qs:
             if not seen:
                 out.append(float("nan"))
                 continue
             rank, acc = q * seen, 0
-            for bound, c in zip(SUMMARY_BOUNDS, counts, strict=True):
-                acc += c
-                if acc >= rank and c:
-                    out.append(float(bound))
+            for mean, n in means:
+                acc += n
+                if acc >= rank:
+                    out.append(float(mean))
                     break
         return out
-
-    def _rotate(self, now: float) -> None:
-        while now - self._rotated >= SUMMARY_WINDOW_S:
-            self._rotated += SUMMARY_WINDOW_S
-            oldest = self._windows.pop()
-            oldest[:] = [0] * len(SUMMARY_BOUNDS)
-            self._windows.insert(0, oldest)
-            self._current = oldest
-            if now - self._rotated > SUMMARY_WINDOW_S * SUMMARY_WINDOWS:
-                self._rotated = now  # idle for longer than every window: all are empty

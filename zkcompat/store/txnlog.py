@@ -10,6 +10,7 @@ Rule: a txn is acknowledged only after the sync that covers it has returned.
 """
 
 import asyncio
+import collections
 import logging
 import struct
 import threading
@@ -29,14 +30,14 @@ _ZXID = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 TXN_PREFIX = b"t"
 _KEY = struct.Struct(">1sQ")  # TXN_PREFIX + big-endian zxid, in one pack
+RECENT_WRITES_MAX = 4096
+# FileTxnLog's fsync.warningthresholdms default: a slower sync is a "slow write"
+# (ServerStats' fsync_threshold_exceed_count).
+FSYNC_WARNING_THRESHOLD_MS = 1000.0
 _TXN_END = b"u"  # first key after every b"t" key (plyvel takes prefix or start/stop, not both)
 
 
 def _ignore_synced(zxid: int) -> None:
-    pass
-
-
-def _ignore_write(write_ms: float, txns: int) -> None:
     pass
 
 
@@ -105,10 +106,10 @@ class TxnLog:
         self._waiters: list[tuple[int, asyncio.Future]] = []  # sync() callers: (zxid, future)
         self.on_synced: Callable[[int], None] = _ignore_synced  # loop thread, in sync order
         self.on_sync_failed: Callable[[BaseException], None] = _raise_sync_failed
-        # Each sync's write time (ms, fsync included) and txns, for ZooKeeper's fsynctime and
-        # sync_processor_batch_size (loop thread, before on_synced; once per batch).
-        self.on_write: Callable[[float, int], None] = _ignore_write
-        self.stats = {"batches": 0, "txns": 0}
+        # Per sync, for ZooKeeper's fsynctime and sync_processor_batch_size: the write time
+        # (ms, fsync included) summed, and (ms, txns) of the last RECENT_WRITES_MAX syncs.
+        self.stats = {"batches": 0, "txns": 0, "write_ms": 0.0, "slow_writes": 0}
+        self.recent_writes: collections.deque = collections.deque(maxlen=RECENT_WRITES_MAX)
 
     def _last_key_zxid(self) -> int:
         for key in self.db.iterator(prefix=TXN_PREFIX, reverse=True, include_value=False):
@@ -205,9 +206,13 @@ class TxnLog:
     def _synced(self, last: int, count: int, write_ms: float = 0.0) -> None:
         """Loop thread: a sync returned; everything up to `last` is durable."""
         self.last_zxid = last
-        self.stats["batches"] += 1
-        self.stats["txns"] += count
-        self.on_write(write_ms, count)
+        stats = self.stats
+        stats["batches"] += 1
+        stats["txns"] += count
+        stats["write_ms"] += write_ms
+        self.recent_writes.append((write_ms, count))
+        if write_ms > FSYNC_WARNING_THRESHOLD_MS:
+            stats["slow_writes"] += 1
         if self._waiters:
             done = [w for w in self._waiters if w[0] <= last]
             self._waiters = [w for w in self._waiters if w[0] > last]
