@@ -13,6 +13,7 @@ from pathlib import Path
 import zkcompat
 from zkcompat.config import FOUR_LETTER_WORDS
 from zkcompat.jute.election import ServerState
+from zkcompat.server.metrics import monitor_summaries
 from zkcompat.server.stats import now_ms
 
 VERSION_LINE = f"3.9.0-zkcompat-{zkcompat.__version__}, built on zkcompat"
@@ -341,8 +342,6 @@ class Admin:
         return "Environment:\n" + "".join(f"{k}={v}\n" for k, v in self.environment())
 
     def mntr(self, cnxn) -> str:
-        from zkcompat.server.metrics import monitor_summaries  # noqa: PLC0415 - metrics reads us
-
         rows = self.monitor_values()
         # 3.4's name for the learner count, which tools still read.
         rows += [("followers", v) for k, v in rows if k == "learners"]

@@ -1,7 +1,7 @@
 """Prometheus metrics as ZooKeeper's PrometheusMetricsProvider names them, read when scraped:
 a collector turns what the server already keeps (admin.Admin's facts, ServerStats'
-summaries) into metric families, so serving requests pays nothing for it. /metrics is an
-aiohttp handler on the server's own loop.
+summaries) into metric families, so a request pays only what ServerStats records (a
+deque append per flush). /metrics is an aiohttp handler on the server's own loop.
 
 Names are ZooKeeper 3.9's (ServerMetrics.java; the gauges of ZooKeeperServer
 .registerMetrics and LeaderZooKeeperServer.registerMetrics), so the community's Grafana
@@ -10,7 +10,6 @@ prometheus simpleclient 0.9 in ZooKeeper writes them), not the "_total" that
 prometheus_client would append.
 """
 
-import logging
 import math
 
 from aiohttp import web
@@ -19,8 +18,6 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from zkcompat.server.stats import Summary
-
-log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
