@@ -191,9 +191,12 @@ def test_shell_prints_what_zkcli_prints(name: str, zk_servers, tmp_path: Path) -
         f"watch events differ:\n{_diff(expected_events, actual_events)}")
 
 
-def test_the_shell_script_is_not_vacuous(zookeeper, tmp_path: Path) -> None:
-    """The extra script makes real zkCli print what it is meant to exercise."""
-    transcript, _ = run_zkcli(zookeeper.connect_string, SHELL_SCRIPT, tmp_path)
+def test_the_shell_script_is_not_vacuous(zk_servers, tmp_path: Path) -> None:
+    """The extra script makes real zkCli print what it is meant to exercise. The shell
+    runs it on zkcompat too: the pair is shared by the conformance suite, whose later
+    scenarios compare /zookeeper/quota's Stat, so both servers must see the same writes."""
+    transcript, _ = run_zkcli(zk_servers.zookeeper.connect_string, SHELL_SCRIPT, tmp_path)
+    run_shell(zk_servers.zkcompat.connect_string, SHELL_SCRIPT)
     for anchor in ("  Command not found: Command not found frobnicate",
                    "  org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -x",
                    "  org.apache.commons.cli.MissingArgumentException: Missing argument for option: v",
