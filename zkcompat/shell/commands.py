@@ -27,6 +27,7 @@ from kazoo.protocol.serialization import (
 from kazoo.security import ACL, Id
 
 from zkcompat import __version__
+from zkcompat.jute.constants import CreateMode, OpCode
 from zkcompat.shell import format as fmt
 from zkcompat.shell import wire
 from zkcompat.shell.options import Opt, OptionSpec, Parsed, ParseError, parse, split_command
@@ -417,13 +418,13 @@ def run_create(shell: Shell, p: Parsed, args: list[str]) -> None:
     if t and c:
         raise CliError("TTLs cannot be used with Container znodes")
     if e:
-        flags = wire.EPHEMERAL_SEQUENTIAL if s else wire.EPHEMERAL
+        flags = int(CreateMode.EPHEMERAL_SEQUENTIAL) if s else int(CreateMode.EPHEMERAL)
     elif s:
-        flags = wire.PERSISTENT_SEQUENTIAL_WITH_TTL if t else wire.PERSISTENT_SEQUENTIAL
+        flags = int(CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL) if t else int(CreateMode.PERSISTENT_SEQUENTIAL)
     elif c:
-        flags = wire.CONTAINER
+        flags = int(CreateMode.CONTAINER)
     else:
-        flags = wire.PERSISTENT_WITH_TTL if t else wire.PERSISTENT
+        flags = int(CreateMode.PERSISTENT_WITH_TTL) if t else int(CreateMode.PERSISTENT)
     if t and not 0 < ttl <= TTL_MAX:
         raise CliError(f"ttl must be positive and cannot be larger than: {TTL_MAX}")
     path = p.args[1]
@@ -438,7 +439,7 @@ def run_create(shell: Shell, p: Parsed, args: list[str]) -> None:
     if t:
         request = wire.CreateTTL(sp, data, acl, flags, ttl)
     else:
-        request = wire.CreateAny(wire.CREATE_CONTAINER if c else 1, sp, data, acl, flags)
+        request = wire.CreateAny(int(OpCode.CREATE_CONTAINER if c else OpCode.CREATE), sp, data, acl, flags)
     try:
         new_path, _ = shell.s.call(request, path)
     except KeeperError as err:

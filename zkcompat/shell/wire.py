@@ -19,23 +19,7 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-# ZooDefs.OpCode (zookeeper-server/.../ZooDefs.java)
-CREATE_CONTAINER = 19
-CREATE_TTL = 21
-REMOVE_WATCHES = 18
-GET_EPHEMERALS = 103
-GET_ALL_CHILDREN_NUMBER = 104
-ADD_WATCH = 106
-WHO_AM_I = 107
-
-# CreateMode flags (CreateMode.java)
-PERSISTENT = 0
-EPHEMERAL = 1
-PERSISTENT_SEQUENTIAL = 2
-EPHEMERAL_SEQUENTIAL = 3
-CONTAINER = 4
-PERSISTENT_WITH_TTL = 5
-PERSISTENT_SEQUENTIAL_WITH_TTL = 6
+from zkcompat.jute.constants import OpCode
 
 # AddWatchMode.getMode() and Watcher.WatcherType.getIntValue()
 ADD_WATCH_MODES = {"PERSISTENT": 0, "PERSISTENT_RECURSIVE": 1}
@@ -70,7 +54,7 @@ class CreateAny(namedtuple("CreateAny", "type path data acl flags")):
 
 
 class CreateTTL(namedtuple("CreateTTL", "path data acl flags ttl")):
-    type = CREATE_TTL
+    type = int(OpCode.CREATE_TTL)
 
     def serialize(self) -> bytes:
         return (write_string(self.path) + write_buffer(self.data) + _acl_bytes(self.acl)
@@ -84,7 +68,7 @@ class CreateTTL(namedtuple("CreateTTL", "path data acl flags ttl")):
 class AddWatch(namedtuple("AddWatch", "path mode on_ok")):
     """AddWatchRequest; on_ok(path, mode) runs in kazoo's reader thread on success."""
 
-    type = ADD_WATCH
+    type = int(OpCode.ADD_WATCH)
 
     def serialize(self) -> bytes:
         return write_string(self.path) + int_struct.pack(self.mode)
@@ -95,7 +79,7 @@ class AddWatch(namedtuple("AddWatch", "path mode on_ok")):
 
 
 class RemoveWatches(namedtuple("RemoveWatches", "path watcher_type on_ok")):
-    type = REMOVE_WATCHES
+    type = int(OpCode.REMOVE_WATCHES)
 
     def serialize(self) -> bytes:
         return write_string(self.path) + int_struct.pack(self.watcher_type)
@@ -106,7 +90,7 @@ class RemoveWatches(namedtuple("RemoveWatches", "path watcher_type on_ok")):
 
 
 class GetEphemerals(namedtuple("GetEphemerals", "prefix_path")):
-    type = GET_EPHEMERALS
+    type = int(OpCode.GET_EPHEMERALS)
 
     def serialize(self) -> bytes:
         return write_string(self.prefix_path)
@@ -123,7 +107,7 @@ class GetEphemerals(namedtuple("GetEphemerals", "prefix_path")):
 
 
 class GetAllChildrenNumber(namedtuple("GetAllChildrenNumber", "path")):
-    type = GET_ALL_CHILDREN_NUMBER
+    type = int(OpCode.GET_ALL_CHILDREN_NUMBER)
 
     def serialize(self) -> bytes:
         return write_string(self.path)
@@ -136,7 +120,7 @@ class GetAllChildrenNumber(namedtuple("GetAllChildrenNumber", "path")):
 class WhoAmI(namedtuple("WhoAmI", "unused", defaults=(None,))):
     """No body; one field all the same, since kazoo drops the reply of a falsy request."""
 
-    type = WHO_AM_I
+    type = int(OpCode.WHO_AM_I)
 
     def serialize(self) -> bytes:
         return b""
