@@ -46,6 +46,7 @@ def test_defaults_are_zookeepers():
         assert cfg.jute_maxbuffer == 0xFFFFF
         assert cfg.super_digest is None
         assert cfg.extended_types_enabled is False
+        assert cfg.quorum_sync is False  # sync is ZooKeeper's unless asked for
 
 
 def test_empty_file_gives_the_defaults(tmp_path):
@@ -121,6 +122,7 @@ KEY_CASES = {
     "electionAlg": ("3", "election_alg", 3),
     "quorumListenOnAllIPs": ("true", "quorum_listen_on_all_ips", True),
     "syncEnabled": ("false", "sync_enabled", False),
+    "quorumSync": ("true", "quorum_sync", True),
     "digest.enabled": ("false", "digest_enabled", False),
     "zookeeper.digest.enabled": ("false", "digest_enabled", False),
     "leaderServes": ("no", "leader_serves", False),
@@ -215,6 +217,7 @@ BAD_VALUES = [
     ("standaloneEnabled", "yes"),  # QuorumPeerConfig.parseBoolean: true or false only
     ("quorumListenOnAllIPs", "1"),
     ("syncEnabled", "on"),
+    ("quorumSync", "yes"),
     ("peerType", "leader"),  # "Unrecognised peertype: leader"
     ("electionAlg", "0"),  # "Invalid electionAlg value. Only 3 is supported."
     ("electionAlg", "1"),

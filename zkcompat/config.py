@@ -100,6 +100,9 @@ class Config:
     election_alg: int = ELECTION_ALG
     quorum_listen_on_all_ips: bool = False
     sync_enabled: bool = True  # an observer logs and snapshots what it learns
+    # quorumSync (not ZooKeeper's): the leader confirms its leadership with a quorum round
+    # before it answers a sync, so sync-then-read is linearizable (ZOOKEEPER-1675).
+    quorum_sync: bool = False
     leader_serves: bool = True  # zookeeper.leaderServes
     cnx_timeout_ms: int = CNX_TIMEOUT_DEFAULT_MS  # zookeeper.cnxTimeout
     election_port_bind_retry: int = ELECTION_PORT_BIND_RETRY_DEFAULT  # 0: retry forever
@@ -297,6 +300,7 @@ _KEYS = {
     "electionAlg": ("election_alg", _election_alg),
     "quorumListenOnAllIPs": ("quorum_listen_on_all_ips", _quorum_boolean),
     "syncEnabled": ("sync_enabled", _quorum_boolean),
+    "quorumSync": ("quorum_sync", _quorum_boolean),
     # The rest are system properties in ZooKeeper, which zoo.cfg sets with or without the
     # "zookeeper." prefix (unknown keys become zookeeper.KEY). readonlymode.enabled is the
     # exception, see READONLY_PROPERTY: zoo.cfg cannot set it in ZooKeeper, here it can.
