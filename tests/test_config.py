@@ -334,19 +334,72 @@ def test_unknown_key_is_logged_not_fatal(tmp_path, caplog):
     assert unknown and all(r.levelno == logging.WARNING for r in unknown)
 
 
-@pytest.mark.parametrize("key", ["preAllocSize", "globalOutstandingLimit",
-                                 "reconfigEnabled"])
-def test_later_keys_are_logged_not_fatal(key, caplog):
+def _not_implemented_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith("event=config_not_implemented ")]
+
+
+def _not_implemented_keys(caplog) -> set[str]:
+    """The keys of the one config_not_implemented warning (the test fails on two)."""
+    lines = _not_implemented_lines(caplog)
+    assert len(lines) <= 1, lines
+    return set(lines[0].split("keys=", 1)[1].split(",")) if lines else set()
+
+
+@pytest.mark.parametrize("key, value", [("preAllocSize", "65536"),
+                                        ("globalOutstandingLimit", "5"),
+                                        ("reconfigEnabled", "true"),
+                                        ("zookeeper.commitLogCount", "1000"),
+                                        ("leaderServes", "no"),
+                                        ("admin.idleTimeout", "1000")])
+def test_not_implemented_key_is_named_in_the_warning(key, value, caplog):
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
-        cfg = load(None, {key: "5"})
-    assert cfg.tick_time_ms == 2000
-    assert any(key in r.getMessage() for r in caplog.records)
+        cfg = load(None, {key: value, "tickTime": "2500"})
+    assert cfg.tick_time_ms == 2500
+    assert _not_implemented_keys(caplog) == {key}
+    assert not [r for r in caplog.records if "config_unknown_key" in r.getMessage()]
 
 
-def test_ensemble_keys_are_no_longer_later_keys():
+@pytest.mark.parametrize("key, value", [("reconfigEnabled", "false"), ("syncEnabled", "TRUE"),
+                                        ("leaderServes", "yes"), ("cnxTimeout", "5000"),
+                                        ("sslQuorum", "false"), ("skipACL", "no"),
+                                        ("multiAddress.enabled", "false"),
+                                        ("localSessionsEnabled", "false"),
+                                        ("DigestAuthenticationProvider.enabled", "true")])
+def test_setting_what_zkcompat_always_does_is_no_warning(key, value, caplog):
+    with caplog.at_level(logging.INFO, logger="zkcompat.config"):
+        load(None, {key: value})
+    assert _not_implemented_keys(caplog) == set()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_all_not_implemented_keys_share_one_warning_line(caplog):
+    settings = {"preAllocSize": "131072", "maxCnxns": "100", "reconfigEnabled": "true",
+                "jvm.pause.monitor": "true", "tickTime": "2000", "noSuchSetting": "1"}
+    with caplog.at_level(logging.INFO, logger="zkcompat.config"):
+        load(None, settings)
+    assert len(_not_implemented_lines(caplog)) == 1
+    assert _not_implemented_keys(caplog) == {"preAllocSize", "maxCnxns", "reconfigEnabled",
+                                             "jvm.pause.monitor"}
+    unknown = [r.getMessage() for r in caplog.records if "config_unknown_key" in r.getMessage()]
+    assert unknown == ["event=config_unknown_key key=noSuchSetting"]
+
+
+def test_read_keys_and_not_implemented_keys_are_apart():
+    """A key config reads must leave the not-implemented table (and the other way round)."""
+    from zkcompat import config_status
+
+    both = {k for k in config._KEYS if config_status.lookup(k) is not None
+            and config_status.lookup(k).obeyed is None}
+    # electionPortBindRetry's value is checked as ZooKeeper checks it, but no bind is retried.
+    assert both == {"electionPortBindRetry", "zookeeper.electionPortBindRetry"}, (
+        f"read, yet listed as never obeyed: {sorted(both)}")
+
+
+def test_ensemble_keys_are_read():
     for key in ("initLimit", "syncLimit", "standaloneEnabled", "admin.enableServer",
                 "admin.serverPort", "metricsProvider.className", "metricsProvider.httpPort"):
-        assert key in config._KEYS and key not in config._LATER
+        assert key in config._KEYS
 
 
 # -- java.util.Properties ---------------------------------------------------------------------

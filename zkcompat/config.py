@@ -1,7 +1,8 @@
 """zoo.cfg and dataDir/myid, read as ZooKeeper reads them (QuorumPeerConfig), into one Config.
 
-Unknown keys are logged and ignored; a bad value stops start-up with a message that
-names the key. Defaults are ZooKeeper's, except where a standalone zkcompat needs one
+Unknown keys are logged and ignored; the keys ZooKeeper would obey and zkcompat does not
+(config_status) are named in one start-up warning; a bad value stops start-up with a message
+that names the key. Defaults are ZooKeeper's, except where a standalone zkcompat needs one
 ZooKeeper leaves unset (dataDir: ./data).
 """
 
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+
+from zkcompat import config_status
 
 log = logging.getLogger(__name__)
 
@@ -325,14 +328,6 @@ for _key, _field in (("enableServer", ("admin_enable_server", _admin_enabled)),
                      ("serverPort", ("admin_server_port", _port)),
                      ("commandURL", ("admin_command_url", _command_url))):
     _KEYS[f"admin.{_key}"] = _KEYS[f"zookeeper.admin.{_key}"] = _field
-# Keys ZooKeeper users commonly have that later issues give meaning to: accepted quietly.
-_LATER = {
-    "reconfigEnabled", "preAllocSize", "globalOutstandingLimit",
-    # Tuning of ZooKeeper's Jetty and of the Prometheus provider's worker threads: nothing
-    # here has those parts.
-    "admin.idleTimeout", "zookeeper.admin.idleTimeout", "metricsProvider.numWorkerThreads",
-    "metricsProvider.maxQueueSize", "metricsProvider.workerShutdownTimeoutMs",
-}
 # Keys of features zkcompat does not have, whose absence would silently change the quorum.
 _REFUSED = {
     "dynamicConfigFile": "a separate dynamic config file is not supported: put the server.N "
@@ -635,6 +630,7 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
     props = parse_properties(Path(path).read_text()) if path is not None else {}
     props.update(overrides or {})
     values: dict = {}
+    not_implemented: list[str] = []
     for key, value in props.items():
         refused = _REFUSED.get(key) or _REFUSED.get(key.split(".", 1)[0])
         if refused:
@@ -642,10 +638,14 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         if key in _KEYS:
             name, conv = _KEYS[key]
             values[name] = conv(key, value)
-        elif key in _LATER:
-            log.info("event=config_key_not_used_yet key=%s", key)
-        elif not key.startswith("server."):
+        elif config_status.lookup(key) is None and not key.startswith("server."):
             log.warning("event=config_unknown_key key=%s", key)
+        if config_status.not_implemented(key, value):
+            not_implemented.append(key)
+    if not_implemented:
+        # One line an operator can read at start-up: everything ZooKeeper would obey here
+        # and zkcompat will not (README, "zoo.cfg settings", says why for each).
+        log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
     cfg = Config(**values, source=path, raw=props)
     _setup_quorum(cfg, props, "clientPort" in props, os.environ if environ is None else environ)
     return cfg

@@ -1,0 +1,219 @@
+"""The zoo.cfg settings ZooKeeper 3.9 obeys and zkcompat does not: config.load names every one
+a file sets in a single start-up warning (event=config_not_implemented), never silently.
+
+A setting is listed here under the name a zoo.cfg gives it: QuorumPeerConfig's own keys, or
+a system property without its "zookeeper." prefix (ZooKeeper turns an unknown zoo.cfg key K
+into the system property zookeeper.K). `obeyed` is None when zkcompat lacks the setting
+whatever its value, or says which values zkcompat obeys anyway because it always behaves
+that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
+`reconfigEnabled=true` is not implemented. The TLS settings (secureClientPort, ssl.*,
+authProvider.N, serverCnxnFactory) belong to the security work and are not listed here.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ZOOKEEPER_PREFIX = "zookeeper."
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    key: str
+    zookeeper_default: str
+    obeyed: Callable[[str], bool] | None  # None: no value is obeyed
+    why: str
+
+
+def _is(*words: str) -> Callable[[str], bool]:
+    """The value, trimmed and in any case, is one of words."""
+    allowed = {w.lower() for w in words}
+    return lambda v: v.strip().lower() in allowed
+
+
+def _is_not(*words: str) -> Callable[[str], bool]:
+    """ZooKeeper's `!getProperty(k).equals("no")` style: anything but these words (exactly)."""
+    return lambda v: v.strip() not in words
+
+
+_NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
+_NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
+_SECURITY = "needs SASL or TLS, which zkcompat does not have (issue 17)"
+_THROTTLE = "zkcompat has no such throttle (issue 17, limits under abuse)"
+
+UNSUPPORTED: tuple[Unsupported, ...] = (
+    # -- storage
+    Unsupported("preAllocSize", "65536", None, _NO_FILES),
+    Unsupported("snapSizeLimitInKb", "4194304", None,
+                "a snapshot is taken every snapCount txns, never by log size"),
+    Unsupported("txnLogSizeLimitInKb", "-1", None, _NO_FILES),
+    Unsupported("commitLogCount", "500", None,
+                "a learner's DIFF is read from the txn log; there is no in-memory commit list"),
+    Unsupported("fsync.warningthresholdms", "1000", _is("1000"),
+                "a sync slower than 1000 ms is always what counts as slow"),
+    Unsupported("snapshot.compression.method", "(none)", None, _NO_FILES),
+    Unsupported("snapshot.trust.empty", "false", None, _NO_FILES),
+    Unsupported("serializeLastProcessedZxid.enabled", "true", None, _NO_FILES),
+    # -- client connections and requests
+    Unsupported("globalOutstandingLimit", "1000", None,
+                "zkcompat bounds each session's outstanding requests at 1000, not the server's"),
+    Unsupported("maxCnxns", "0", None, "only maxClientCnxns (per address) limits connections"),
+    Unsupported("clientPortListenBacklog", "-1", None, "the listen backlog is asyncio's"),
+    Unsupported("maxResponseCacheSize", "400", None, "there is no response cache"),
+    Unsupported("maxGetChildrenResponseCacheSize", "400", None, "there is no response cache"),
+    Unsupported("flushDelay", "0", None, "group commit flushes at every loop turn"),
+    Unsupported("maxWriteQueuePollTime", "flushDelay/3", None,
+                "group commit flushes at every loop turn"),
+    Unsupported("maxBatchSize", "1000", None, "group commit flushes at every loop turn"),
+    *(Unsupported(f"connection_throttle_{name}", default, None, _THROTTLE)
+      for name, default in (("tokens", "0"), ("fill_time", "1"), ("fill_count", "1"),
+                            ("freeze_time", "-1"), ("drop_increase", "0.02"),
+                            ("drop_decrease", "0.002"), ("decrease_ratio", "0"),
+                            ("weight_enabled", "false"), ("global_session_weight", "3"),
+                            ("local_session_weight", "1"), ("renew_session_weight", "2"))),
+    *(Unsupported(name, default, None, _THROTTLE)
+      for name, default in (("request_throttle_max_requests", "0"),
+                            ("request_throttle_stall_time", "100"),
+                            ("request_throttle_drop_stale", "true"),
+                            ("request_stale_latency_check", "false"),
+                            ("request_stale_connection_check", "true"),
+                            ("request_throttler.shutdownTimeout", "10000"),
+                            ("throttled_op_wait_time", "0"),
+                            ("largeRequestMaxBytes", "104857600"),
+                            ("largeRequestThreshold", "-1"))),
+    Unsupported("jute.maxbuffer.extrasize", "jute.maxbuffer", None,
+                "a frame over jute.maxbuffer is refused, with no extra allowance"),
+    Unsupported("tcpKeepAlive", "false", None, "quorum sockets keep asyncio's defaults"),
+    Unsupported("clientTcpKeepAlive", "false", None, "client sockets keep asyncio's defaults"),
+    Unsupported("netty.advancedFlowControl.enabled", "false", None, _NO_JVM),
+    Unsupported("netty.server.outstandingHandshake.limit", "-1", None, _SECURITY),
+    Unsupported("netty.server.earlyDropSecureConnectionHandshakes", "true", None, _SECURITY),
+    Unsupported("enableEagerACLCheck", "false", None,
+                "ACLs are checked where ZooKeeper's default checks them"),
+    Unsupported("skipACL", "no", _is_not("yes"), "ACLs are always checked"),
+    Unsupported("emulate353TTLNodes", "false", _is("false"),
+                "TTL nodes use the 3.5.4+ session id encoding only"),
+    Unsupported("localSessionsEnabled", "false", _is("false"), "every session is global"),
+    Unsupported("localSessionsUpgradingEnabled", "false", _is("false"),
+                "every session is global"),
+    # -- threads, JVM and watch manager internals
+    *(Unsupported(name, default, None, _NO_JVM)
+      for name, default in (("nio.numSelectorThreads", "sqrt(cores/2)"),
+                            ("nio.numWorkerThreads", "2 x cores"),
+                            ("commitProcessor.numWorkerThreads", "cores"),
+                            ("commitProcessor.maxReadBatchSize", "-1"),
+                            ("commitProcessor.maxCommitBatchSize", "1"),
+                            ("quorum.cnxn.threads.size", "20"),
+                            ("jvm.pause.info-threshold.ms", "1000"),
+                            ("jvm.pause.warn-threshold.ms", "10000"),
+                            ("jvm.pause.sleep.time.ms", "500"),
+                            ("fips-mode", "true"),
+                            ("watchManagerName", "WatchManager"),
+                            ("watcherCleanThreadsNum", "2"),
+                            ("watcherCleanThreshold", "1000"),
+                            ("watcherCleanIntervalInSeconds", "600"),
+                            ("maxInProcessingDeadWatchers", "-1"),
+                            ("bitHashCacheSize", "10"),
+                            ("messageTracker.BufferSize", "10"),
+                            ("messageTracker.Enabled", "false"),
+                            ("learner.closeSocketAsync", "false"),
+                            ("leader.closeSocketAsync", "false"),
+                            ("learner.asyncSending", "false"),
+                            ("follower.skipLearnerRequestToNextProcessor", "false"),
+                            ("forward_learner_requests_to_commit_processor_disabled", "false"))),
+    Unsupported("jvm.pause.monitor", "false", _is("false"), _NO_JVM),
+    # -- quorum
+    Unsupported("reconfigEnabled", "false", _is("false"),
+                "no dynamic reconfiguration: the server.N lines are fixed"),
+    Unsupported("syncEnabled", "true", _is("true"), "an observer always logs and snapshots"),
+    Unsupported("observer.syncEnabled", "true", _is("true"),
+                "an observer always logs and snapshots"),
+    Unsupported("leaderServes", "yes", _is_not("no"), "the leader always serves clients"),
+    Unsupported("cnxTimeout", "5000", _is("5000"),
+                "a quorum connection attempt always times out after 5000 ms"),
+    Unsupported("electionPortBindRetry", "3", None,
+                "a failed bind of the election port stops the server at once"),
+    Unsupported("connectToLearnerMasterLimit", "initLimit", None,
+                "a learner connects within initLimit"),
+    Unsupported("observerMasterPort", "(unset)", None,
+                "observers follow the leader; followers serve no observers"),
+    Unsupported("quorumCnxnTimeoutMs", "-1", None, "quorum connections use cnxTimeout"),
+    Unsupported("leader.maxConcurrentSnapSyncs", "10", None, "syncs are not limited"),
+    Unsupported("leader.maxConcurrentDiffSyncs", "100", None, "syncs are not limited"),
+    Unsupported("leader.maxTimeToWaitForEpoch", "-1", None,
+                "a leader waits for epochs within initLimit"),
+    Unsupported("fastleader.minNotificationInterval", "200", None,
+                "election notification intervals are fixed at ZooKeeper's defaults"),
+    Unsupported("fastleader.maxNotificationInterval", "60000", None,
+                "election notification intervals are fixed at ZooKeeper's defaults"),
+    Unsupported("observer.reconnectDelayMs", "0", None, "an observer reconnects at once"),
+    Unsupported("observer.election.DelayMs", "200", None, "fixed"),
+    Unsupported("multiAddress.enabled", "false", _is("false"),
+                "one address per server (a server.N with | is refused)"),
+    Unsupported("multiAddress.reachabilityCheckTimeoutMs", "1000", None,
+                "one address per server"),
+    Unsupported("multiAddress.reachabilityCheckEnabled", "true", None, "one address per server"),
+    Unsupported("oraclePath", "(unset)", None, "no failure oracle for 2-server ensembles"),
+    Unsupported("sslQuorum", "false", _is("false"), _SECURITY),
+    Unsupported("sslQuorumReloadCertFiles", "false", _is("false"), _SECURITY),
+    Unsupported("portUnification", "false", _is("false"), _SECURITY),
+    Unsupported("quorum.auth.enableSasl", "false", _is("false"), _SECURITY),
+    Unsupported("quorum.auth.serverRequireSasl", "false", _is("false"), _SECURITY),
+    Unsupported("quorum.auth.learnerRequireSasl", "false", _is("false"), _SECURITY),
+    Unsupported("quorum.auth.learner.saslLoginContext", "QuorumLearner", None, _SECURITY),
+    Unsupported("quorum.auth.server.saslLoginContext", "QuorumServer", None, _SECURITY),
+    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None, _SECURITY),
+    # -- authentication and audit
+    Unsupported("DigestAuthenticationProvider.enabled", "true", _is("true"),
+                "the digest scheme is always on"),
+    Unsupported("DigestAuthenticationProvider.digestAlg", "SHA1", _is("SHA1", "SHA-1"),
+                "digests are SHA1 only"),
+    Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
+                "the ip scheme sees the socket's peer address"),
+    Unsupported("X509AuthenticationProvider.superUser", "(unset)", None, _SECURITY),
+    Unsupported("superUser", "(unset)", None, _SECURITY),
+    Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
+    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _SECURITY),
+    Unsupported("enforce.auth.enabled", "false", _is("false"), _SECURITY),
+    Unsupported("enforce.auth.schemes", "(unset)", None, _SECURITY),
+    Unsupported("allowSaslFailedClients", "false", None, _SECURITY),
+    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _SECURITY),
+    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _SECURITY),
+    Unsupported("kerberos.canonicalizeHostNames", "false", None, _SECURITY),
+    Unsupported("client.certReload", "false", None, _SECURITY),
+    Unsupported("client.portUnification", "false", _is("false"), _SECURITY),
+    Unsupported("audit.enable", "false", _is("false"), "there is no audit log"),
+    Unsupported("audit.impl.class", "Slf4jAuditLogger", None, "there is no audit log"),
+    # -- AdminServer (Jetty) and Prometheus provider tuning
+    Unsupported("admin.idleTimeout", "30000", None, "aiohttp keeps its own idle timeout"),
+    Unsupported("admin.httpVersion", "11", None, "aiohttp answers HTTP/1.1"),
+    Unsupported("admin.rateLimiterIntervalInMS", "300000", None,
+                "the snapshot and restore commands it limits do not exist"),
+    Unsupported("admin.snapshot.enabled", "true", None, "there is no snapshot command"),
+    Unsupported("admin.restore.enabled", "true", None, "there is no restore command"),
+    Unsupported("admin.needClientAuth", "false", _is("false"), "the AdminServer is HTTP only"),
+    Unsupported("admin.forceHttps", "false", _is("false"), "the AdminServer is HTTP only"),
+    Unsupported("admin.portUnification", "false", _is("false"), "the AdminServer is HTTP only"),
+    Unsupported("metricsProvider.numWorkerThreads", "1", None,
+                "metrics are collected on the event loop when scraped"),
+    Unsupported("metricsProvider.maxQueueSize", "1000000", None,
+                "metrics are collected on the event loop when scraped"),
+    Unsupported("metricsProvider.workerShutdownTimeoutMs", "1000", None,
+                "metrics are collected on the event loop when scraped"),
+)
+
+BY_KEY: dict[str, Unsupported] = {u.key: u for u in UNSUPPORTED}
+assert len(BY_KEY) == len(UNSUPPORTED), "a key listed twice"
+
+
+def lookup(key: str) -> Unsupported | None:
+    """The entry for a zoo.cfg key, given with or without the "zookeeper." prefix."""
+    found = BY_KEY.get(key)
+    if found is None and key.startswith(ZOOKEEPER_PREFIX):
+        found = BY_KEY.get(key[len(ZOOKEEPER_PREFIX):])
+    return found
+
+
+def not_implemented(key: str, value: str) -> bool:
+    """Whether zoo.cfg's key=value asks for something zkcompat does not do."""
+    entry = lookup(key)
+    return entry is not None and (entry.obeyed is None or not entry.obeyed(value))
