@@ -175,7 +175,7 @@ class QuorumPeer:
         leader = Leader(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
                         self.tree.last_processed_zxid, LogHistory(self.datadir.txnlog),
                         init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
-                        config_bytes=self.config_bytes)
+                        config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
         # Accepted, not yet identified by FOLLOWERINFO: closed with the term all the same
         # (ZooKeeper's LearnerHandler joins the leader's learners before it reads one), or

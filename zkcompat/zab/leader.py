@@ -11,6 +11,10 @@ has it durably, in zxid order. A standalone server is a leader whose quorum is i
 Time comes in as tick() calls, one per half tickTime (the leader pings that often); the
 limits (initLimit, syncLimit) are counted in those half ticks. Nothing here does I/O: the
 history of committed txns is read through the `history` object the shell passes in.
+
+quorumSync (not ZooKeeper's; off by default): a sync is answered only once a quorum of
+voters has answered a PING sent after the sync arrived, as etcd's ReadIndex confirms its
+leadership, so a deposed leader that has not noticed yet cannot answer it (ZOOKEEPER-1675).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ class LearnerInfo:
     """What the leader knows of one connected learner (LearnerHandler's state)."""
 
     __slots__ = ("sid", "observer", "accepted_epoch", "phase", "last_zxid", "heard",
-                 "forwarding", "acked")
+                 "forwarding", "acked", "pings", "confirmed")
 
     def __init__(self, sid: int, observer: bool, accepted_epoch: int, now: int):
         self.sid = sid
@@ -67,13 +71,17 @@ class LearnerInfo:
         self.heard = now  # the half tick we last heard from it
         self.forwarding = False  # receives every new proposal and commit
         self.acked = 0  # the highest zxid it has ACKed (it logs in order)
+        # quorumSync: the rounds of the PINGs sent to it and not yet answered, oldest first
+        # (a learner answers every PING, in order: Learner.ping), and the newest it answered.
+        self.pings: deque[int] = deque()
+        self.confirmed = 0
 
 
 class Leader:
     def __init__(self, my_sid: int, voters: frozenset[int], accepted_epoch: int,
                  current_epoch: int, last_zxid: int, history=None, *,
                  init_limit_ticks: int = 10, sync_limit_ticks: int = 5,
-                 config_bytes: bytes = b""):
+                 config_bytes: bytes = b"", quorum_sync: bool = False):
         assert my_sid in voters, "only a voter leads"
         self.my_sid = my_sid
         self.voters = voters
@@ -99,6 +107,15 @@ class Leader:
         self._committed: deque[Txn] = deque()  # the newest committed txns (COMMIT_LOG_COUNT)
         self._keep_committed = len(voters) > 1  # an ensemble of one has nobody to sync
         self._pending_syncs: dict[int, list[int]] = {}  # zxid -> learners waiting for it
+        # quorumSync: a round is one PING to every learner past its sync; round r is confirmed
+        # once a quorum of voters (us included) has answered round r or a later one.
+        self.quorum_sync = quorum_sync
+        self._round = 0  # the newest round started
+        self._round_confirmed = 0
+        # Syncs waiting, in arrival order: (learner, zxid to commit first, round to confirm).
+        # Both rise with arrival, so the head is always the first answerable. Bounded by the
+        # learners' own outstanding requests; a learner's die with its connection.
+        self._quorum_syncs: deque[tuple[int, int, int]] = deque()
 
     @classmethod
     def standalone(cls, my_sid: int, epoch: int, last_zxid: int) -> Leader:
@@ -195,6 +212,8 @@ class Leader:
         for waiting in self._pending_syncs.values():
             while sid in waiting:
                 waiting.remove(sid)
+        if self._quorum_syncs:
+            self._quorum_syncs = deque(s for s in self._quorum_syncs if s[0] != sid)
         return Effects()
 
     def step(self, sid: int, pkt: r.QuorumPacket) -> Effects:
@@ -259,6 +278,10 @@ class Leader:
         touches = q.decode_touches(pkt.data)
         if touches:
             fx.touches = touches
+        if li.pings:
+            li.confirmed = li.pings.popleft()
+            if not li.observer:
+                self._try_confirm(fx)
         return fx
 
     def _on_request(self, li: LearnerInfo, pkt) -> Effects:
@@ -427,15 +450,69 @@ class Leader:
         if self._pending_syncs:
             for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
                 send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))
+        if self._quorum_syncs:
+            self._answer_quorum_syncs(send)
         return Effects(send=send, deliver=committed)
 
     def sync_request(self, sid: int) -> Effects:
         """A learner's client asked for sync: answer once everything proposed so far has
-        committed (Leader.processSync), so the learner has applied it before the SYNC."""
+        committed (Leader.processSync), so the learner has applied it before the SYNC;
+        with quorumSync, also once a quorum confirmed a round started after it arrived."""
+        if self.quorum_sync:
+            return self._quorum_sync_request(sid)
         if not self._outstanding:
             return Effects(send=[(sid, q.packet(P.SYNC, 0))])
         self._pending_syncs.setdefault(self.last_proposed_zxid, []).append(sid)
         return Effects()
+
+    # -- quorumSync: leadership confirmed by a quorum round (etcd's ReadIndex) ----------
+
+    def _quorum_sync_request(self, sid: int) -> Effects:
+        """The sync waits for the next round: one started after it arrived. With no round
+        unanswered that round starts now; else when the one in flight is confirmed (or at
+        the next tick), so the syncs arriving meanwhile share one round."""
+        zxid = self.last_proposed_zxid if self._outstanding else self.last_committed_zxid
+        self._quorum_syncs.append((sid, zxid, self._round + 1))
+        fx = Effects()
+        if self._round_confirmed == self._round:
+            self._start_round(fx)
+        return fx
+
+    def _start_round(self, fx: Effects) -> None:
+        """PING every learner past its sync (what the tick sends, and learners answer
+        without side effects, ZooKeeper's included); the round counts its answers."""
+        self._round += 1
+        ping = q.packet(P.PING, self.last_proposed_zxid)
+        for li in self.learners.values():
+            if li.phase == "uptodate":
+                fx.send.append((li.sid, ping))
+                li.pings.append(self._round)
+        if self.quorum == 1:
+            self._confirm(self._round, fx)
+
+    def _try_confirm(self, fx: Effects) -> None:
+        """The newest round a quorum of voters has answered (each answers in order)."""
+        if self.quorum == 1:
+            return  # confirmed as it started
+        answered = sorted((li.confirmed for li in self.learners.values()
+                           if not li.observer and li.phase == "uptodate"), reverse=True)
+        if len(answered) < self.quorum - 1:
+            return
+        r = answered[self.quorum - 2]
+        if r > self._round_confirmed:
+            self._confirm(r, fx)
+
+    def _confirm(self, r: int, fx: Effects) -> None:
+        self._round_confirmed = r
+        self._answer_quorum_syncs(fx.send)
+        if self._quorum_syncs and self._quorum_syncs[-1][2] > self._round:
+            self._start_round(fx)  # syncs that arrived while this round was in flight
+
+    def _answer_quorum_syncs(self, send: list) -> None:
+        waiting = self._quorum_syncs
+        committed = self.last_committed_zxid
+        while waiting and waiting[0][2] <= self._round_confirmed and waiting[0][1] <= committed:
+            send.append((waiting.popleft()[0], q.packet(P.SYNC, 0)))
 
     # -- time -------------------------------------------------------------------------
 
@@ -459,8 +536,11 @@ class Leader:
             self.gone(sid)
         if silent:
             fx.disconnect = silent
-        ping = q.packet(P.PING, self.last_proposed_zxid)
-        fx.send = [(li.sid, ping) for li in self.learners.values() if li.phase == "uptodate"]
+        if self.quorum_sync:
+            self._start_round(fx)
+        else:
+            ping = q.packet(P.PING, self.last_proposed_zxid)
+            fx.send = [(li.sid, ping) for li in self.learners.values() if li.phase == "uptodate"]
         alive = 1 + sum(1 for li in self.learners.values()
                         if not li.observer and li.phase == "uptodate")
         if alive < self.quorum:

@@ -1,0 +1,145 @@
+"""quorumSync (not ZooKeeper's): the leader answers a sync only after a quorum of voters
+answered a PING round that started after the sync arrived (etcd's ReadIndex), and, as
+without it, after everything proposed before the sync has committed. Off, a sync is
+ZooKeeper's (Leader.processSync): answered from the leader's own view, whoever follows.
+
+The same in-memory Net as test_zab_roles: packets cross as ZooKeeper's QuorumPacket bytes.
+"""
+
+from tests.zab.test_zab_roles import History, Net, establish, txn
+from zkcompat.jute import quorum as q
+from zkcompat.zab.leader import Leader
+from zkcompat.zab.learner import Learner
+
+P = q.PacketType
+LEADER = 3
+
+
+def ensemble(quorum_sync: bool, voters=(1, 2, 3)) -> Net:
+    leader = Leader(LEADER, frozenset(voters), 1, 1, 0, History([]), quorum_sync=quorum_sync)
+    learners = {sid: Learner(sid, LEADER, 1, 1, 0) for sid in voters if sid != LEADER}
+    net = Net(leader, learners)
+    net.obey(LEADER, leader.start())
+    for learner in learners.values():
+        net.obey(learner.my_sid, learner.start())
+    net.run()
+    establish(net)
+    assert leader.established
+    net.sent_types.clear()
+    return net
+
+
+def sent(net: Net, kind, to=None) -> list[int]:
+    return [t for f, t, k in net.sent_types if k == kind and f == LEADER and to in (None, t)]
+
+
+def run_with_replies_lost(net: Net) -> None:
+    """The learners read what the leader sent; what they answer is lost (a partition the
+    leader has not noticed yet)."""
+    to_learners, net.queue = [m for m in net.queue if m[0] != LEADER], []
+    for to, _, data in to_learners:
+        net.obey(to, net.learners[to].step(q.decode_packet(data)[0]))
+    net.queue = []
+
+
+def test_off_a_sync_is_answered_at_once_even_when_no_learner_still_follows():
+    """ZooKeeper's sync (ZOOKEEPER-1675): nothing is asked of the quorum."""
+    net = ensemble(quorum_sync=False)
+    fx = net.leader.sync_request(1)
+    assert [(to, q.decode_packet(p.to_bytes())[0].type) for to, p in fx.send] == [(1, P.SYNC)]
+
+
+def test_on_a_sync_waits_for_a_quorum_to_answer_a_ping_round():
+    net = ensemble(quorum_sync=True)
+    net.obey(LEADER, net.leader.sync_request(1))
+    assert sent(net, P.SYNC) == []
+    assert sorted(sent(net, P.PING)) == [1, 2]  # the round starts at once
+    net.run()  # both learners answer their PING
+    assert sent(net, P.SYNC) == [1]
+
+
+def test_on_answers_to_a_round_that_started_before_the_sync_do_not_count():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    net.obey(LEADER, leader.tick())  # round 1: the tick's PINGs, in flight
+    net.obey(LEADER, leader.sync_request(1))
+    assert len(sent(net, P.PING)) == 2  # no round of its own while one is in flight
+    # The learners answer round 1's PINGs; then the leader reads those answers.
+    pings, net.queue = net.queue, []
+    for to, _, data in pings:
+        net.obey(to, net.learners[to].step(q.decode_packet(data)[0]))
+    answers, net.queue = net.queue, []
+    for _, frm, data in answers:
+        net.obey(LEADER, leader.step(frm, q.decode_packet(data)[0]))
+    assert sent(net, P.SYNC) == []  # round 1 is confirmed, but it started before the sync
+    assert len(sent(net, P.PING)) == 4  # so round 2 started
+    net.run()
+    assert sent(net, P.SYNC) == [1]
+
+
+def test_on_a_partitioned_leader_never_answers_and_steps_down_at_sync_limit():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    net.obey(LEADER, leader.sync_request(1))
+    for _ in range(leader.sync_limit + 2):
+        run_with_replies_lost(net)
+        fx = leader.tick()
+        assert not any(q.decode_packet(p.to_bytes())[0].type == P.SYNC
+                       for _, p in fx.send if not isinstance(p, bytes))
+        if fx.abandon:
+            break
+        net.obey(LEADER, fx)
+    assert fx.abandon, "a leader no quorum answers gives up its term"
+    assert sent(net, P.SYNC) == []
+
+
+def test_on_one_answer_of_four_learners_is_no_quorum_of_five():
+    net = ensemble(quorum_sync=True, voters=(1, 2, 3, 4, 5))
+    leader = net.leader
+    net.obey(LEADER, leader.sync_request(1))
+    # Only learner 1 is still with us (it and the leader are a minority of five).
+    net.queue = [m for m in net.queue if m[0] == 1]
+    net.run()
+    assert sent(net, P.SYNC) == []
+    net.obey(LEADER, leader.tick())  # the next round reaches learner 2 too: now a quorum
+    net.queue = [m for m in net.queue if m[0] in (1, 2)]
+    net.run()
+    assert sent(net, P.SYNC) == [1]
+
+
+def test_on_a_sync_also_waits_for_what_was_proposed_before_it():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    a = txn(leader.next_zxid())
+    net.obey(LEADER, leader.propose([a]))
+    net.obey(LEADER, leader.sync_request(1))
+    net.run()  # the round is confirmed; `a` is not durable anywhere yet
+    assert sent(net, P.SYNC) == []
+    net.make_durable(2)
+    net.make_durable(LEADER)
+    assert sent(net, P.SYNC) == [1]
+    order = [k for f, t, k in net.sent_types if t == 1]
+    assert order.index(P.SYNC) > order.index(P.COMMIT)  # applied there before the SYNC
+
+
+def test_on_syncs_arriving_together_share_one_round_and_keep_their_order():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    for sid in (1, 2, 1):
+        net.obey(LEADER, leader.sync_request(sid))
+    assert len(sent(net, P.PING)) == 2  # one round for the three
+    net.run()
+    assert sent(net, P.SYNC) == [1, 2, 1]
+
+
+def test_on_the_syncs_of_a_learner_that_left_die_with_it():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    net.obey(LEADER, leader.sync_request(1))
+    net.obey(LEADER, leader.sync_request(2))
+    leader.gone(1)
+    net.queue = [m for m in net.queue if m[0] != 1 and m[1] != 1]
+    net.obey(LEADER, leader.tick())  # learner 2 and the leader: a quorum of three
+    net.queue = [m for m in net.queue if m[0] != 1]
+    net.run()
+    assert sent(net, P.SYNC) == [2]
