@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from zkcompat import config_status
+from zkcompat.security import settings as security
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,11 @@ class Config:
     metrics_http_host: str = METRICS_HTTP_HOST_DEFAULT
     metrics_http_port: int = METRICS_HTTP_PORT_DEFAULT
     metrics_export_jvm_info: bool = True  # here: the process and Python collectors
+    secure_client_port: int | None = None  # secureClientPort: TLS, on the same pipeline
+    secure_client_port_address: str = WILDCARD_ADDRESS
+    client_port_enabled: bool = True  # False: secureClientPort without clientPort
+    tls: security.TlsSettings | None = None  # the ssl.* settings, with a secure port
+    auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509)
     source: Path | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -638,7 +644,8 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         if key in _KEYS:
             name, conv = _KEYS[key]
             values[name] = conv(key, value)
-        elif config_status.lookup(key) is None and not key.startswith("server."):
+        elif (config_status.lookup(key) is None and not key.startswith("server.")
+              and not _security_key(key)):
             log.warning("event=config_unknown_key key=%s", key)
         if config_status.not_implemented(key, value):
             not_implemented.append(key)
@@ -648,4 +655,41 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
     cfg = Config(**values, source=path, raw=props)
     _setup_quorum(cfg, props, "clientPort" in props, os.environ if environ is None else environ)
+    _setup_security(cfg, props)
     return cfg
+
+
+def _security_key(key: str) -> bool:
+    """secureClientPort[Address], ssl.*, authProvider.N and serverCnxnFactory: read by
+    _setup_security."""
+    bare = key.removeprefix(security.PROPERTY_PREFIX)
+    return (security.ssl_key(key) is not None or bare.startswith(security.AUTH_PROVIDER_PREFIX)
+            or key in _SECURITY_KEYS)
+
+
+_SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory")
+
+
+def _setup_security(cfg: Config, props: Mapping[str, str]) -> None:
+    """secureClientPort's TLS settings and the auth providers (QuorumPeerConfig.parse,
+    configureSSLAuth). Without clientPort (in zoo.cfg or the server.N line) only the secure
+    port listens, as in ZooKeeper."""
+    if "secureClientPort" in props:
+        cfg.secure_client_port = _port("secureClientPort", props["secureClientPort"])
+    if "secureClientPortAddress" in props:
+        cfg.secure_client_port_address = props["secureClientPortAddress"].strip()
+    secure = cfg.secure_client_port is not None
+    if "secureClientPortAddress" in props and not secure:
+        raise ConfigError("secureClientPortAddress: secureClientPortAddress is set but "
+                          "secureClientPort is not set")
+    me = cfg.servers.get(cfg.server_id)
+    cfg.client_port_enabled = (not secure or "clientPort" in props
+                               or me is not None and me.client_port is not None)
+    try:
+        if "serverCnxnFactory" in props:
+            security.server_cnxn_factory("serverCnxnFactory", props["serverCnxnFactory"])
+        cfg.auth_schemes = security.auth_providers(props, secure)
+        if secure:
+            cfg.tls = security.tls_settings(props)
+    except security.SettingError as e:
+        raise ConfigError(str(e)) from None

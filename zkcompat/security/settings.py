@@ -1,0 +1,206 @@
+"""ZooKeeper's ssl.* client-port settings and auth providers, read as X509Util, KeyStoreFileType
+and QuorumPeerConfig.configureSSLAuth read them; a bad value is a SettingError naming its key."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+# zoo.cfg keys become "zookeeper."-prefixed system properties; zkcompat reads either form.
+PROPERTY_PREFIX = "zookeeper."
+SSL_PREFIX = "ssl."  # ClientX509Util.getConfigPrefix, less "zookeeper."
+QUORUM_SSL_PREFIX = "ssl.quorum."  # QuorumX509Util's: the ensemble's TLS, not the client port's
+AUTH_PROVIDER_PREFIX = "authProvider."  # ProviderRegistry.AUTHPROVIDER_PROPERTY_PREFIX
+X509_SCHEME = "x509"
+# X509Util.DEFAULT_PROTOCOL on a Java that has TLSv1.3 (every Java ZooKeeper 3.9 runs on).
+DEFAULT_PROTOCOL = "TLSv1.3"
+PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+# What SSLContext.getInstance(protocol).getDefaultSSLParameters().getProtocols() enables on
+# Java 17, whose jdk.tls.disabledAlgorithms turns TLSv1 and TLSv1.1 off.
+DEFAULT_ENABLED_PROTOCOLS = {"TLSv1.3": ("TLSv1.3", "TLSv1.2"), "TLSv1.2": ("TLSv1.2",),
+                             "TLS": ("TLSv1.3", "TLSv1.2")}
+# The authentication providers zkcompat has, by the class names authProvider.N gives them.
+PROVIDER_CLASSES = {
+    "org.apache.zookeeper.server.auth.X509AuthenticationProvider": X509_SCHEME,
+    "org.apache.zookeeper.server.auth.DigestAuthenticationProvider": "digest",
+    "org.apache.zookeeper.server.auth.IPAuthenticationProvider": "ip",
+}
+X509_PROVIDER_CLASS = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+SERVER_CNXN_FACTORIES = ("org.apache.zookeeper.server.NettyServerCnxnFactory",
+                         "org.apache.zookeeper.server.NIOServerCnxnFactory")
+
+
+class SettingError(ValueError):
+    """A setting zkcompat cannot use; the message starts with the key."""
+
+
+class StoreType(StrEnum):
+    """KeyStoreFileType: JKS, PEM and PKCS12 (BCFKS needs BouncyCastle: refused here)."""
+
+    JKS = "JKS"
+    PEM = "PEM"
+    PKCS12 = "PKCS12"
+
+
+# KeyStoreFileType's default file extensions, which decide a type left unset.
+_EXTENSIONS = {".jks": StoreType.JKS, ".pem": StoreType.PEM, ".p12": StoreType.PKCS12}
+
+
+class ClientAuth(StrEnum):
+    """X509Util.ClientAuth: whether the server asks for a client certificate."""
+
+    NONE = "none"
+    WANT = "want"
+    NEED = "need"
+
+
+@dataclass(frozen=True)
+class Store:
+    """A key or trust store as its four settings name it."""
+
+    location: Path
+    password: str
+    type: StoreType
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    key_store: Store | None
+    trust_store: Store | None  # None: the system's CAs (Java's default trust store)
+    protocol: str
+    enabled_protocols: tuple[str, ...]
+    ciphersuites: tuple[str, ...] | None  # None: X509Util's defaults
+    client_auth: ClientAuth
+    hostname_verification: bool  # never applied to clients (ClientX509Util): kept for reading
+    auth_provider: str  # the scheme that authenticates a client certificate
+
+
+def ssl_key(key: str) -> str | None:
+    """The client-port ssl.* setting a zoo.cfg key names ("ssl.clientAuth" or
+    "zookeeper.ssl.clientAuth" -> "clientAuth"), or None."""
+    if key.startswith(PROPERTY_PREFIX):
+        key = key[len(PROPERTY_PREFIX):]
+    if key.startswith(SSL_PREFIX) and not key.startswith(QUORUM_SSL_PREFIX):
+        return key[len(SSL_PREFIX):]
+    return None
+
+
+def _get(props: Mapping[str, str], key: str) -> str | None:
+    value = props.get(key)
+    return props.get(PROPERTY_PREFIX + key) if value is None else value
+
+
+def store_type(key: str, value: str | None, location: str) -> StoreType:
+    """KeyStoreFileType.fromPropertyValueOrFileName: the type given (any case), else the one
+    the file name's extension implies."""
+    if value:
+        try:
+            return StoreType(value.upper())
+        except ValueError:
+            raise SettingError(f"{key}: Bad value for {key}: {value} (zkcompat reads "
+                               f"{', '.join(StoreType)})") from None
+    dot = location.rfind(".")
+    found = _EXTENSIONS.get(location[dot:]) if dot >= 0 else None
+    if found is None:
+        raise SettingError(f"{key}: Unable to auto-detect store file type from file name: "
+                           f"{location}")
+    return found
+
+
+def _password(props: Mapping[str, str], name: str) -> str:
+    """X509Util.getPasswordFromConfigPropertyOrFile: passwordPath, if set, wins."""
+    path = _get(props, f"ssl.{name}.passwordPath") or ""
+    if not path:
+        return _get(props, f"ssl.{name}.password") or ""
+    try:
+        secret = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise SettingError(f"ssl.{name}.passwordPath: cannot read {path}: {e}") from None
+    return secret.removesuffix("\n")
+
+
+def _store(props: Mapping[str, str], name: str) -> Store | None:
+    location = _get(props, f"ssl.{name}.location") or ""
+    if not location:
+        return None
+    kind = store_type(f"ssl.{name}.type", _get(props, f"ssl.{name}.type"), location)
+    return Store(Path(location), _password(props, name), kind)
+
+
+def _protocols(key: str, value: str) -> tuple[str, ...]:
+    names = tuple(p.strip() for p in value.split(",") if p.strip())
+    unknown = [p for p in names if p not in PROTOCOLS]
+    if unknown or not names:
+        raise SettingError(f"{key}: unsupported protocol(s) {unknown or value!r} (zkcompat "
+                           f"has {', '.join(PROTOCOLS)})")
+    return names
+
+
+def tls_settings(props: Mapping[str, str]) -> TlsSettings:
+    """The client port's TLS settings from zoo.cfg's properties."""
+    protocol = (_get(props, "ssl.protocol") or DEFAULT_PROTOCOL).strip()
+    if protocol not in DEFAULT_ENABLED_PROTOCOLS and protocol not in PROTOCOLS:
+        raise SettingError(f"ssl.protocol: {protocol} SSLContext not available")
+    enabled = _get(props, "ssl.enabledProtocols")
+    enabled_protocols = (_protocols("ssl.enabledProtocols", enabled) if enabled is not None
+                         else DEFAULT_ENABLED_PROTOCOLS.get(protocol, (protocol,)))
+    suites = _get(props, "ssl.ciphersuites")
+    ciphersuites = None
+    if suites is not None:
+        ciphersuites = tuple(s.strip() for s in suites.split(",") if s.strip())
+    auth = (_get(props, "ssl.clientAuth") or "").strip()
+    try:
+        client_auth = ClientAuth(auth.lower()) if auth else ClientAuth.NEED
+    except ValueError:
+        raise SettingError(f"ssl.clientAuth: No enum constant ClientAuth.{auth.upper()} "
+                           f"(none, want or need)") from None
+    verify = (_get(props, "ssl.hostnameVerification") or "true").strip().lower() != "false"
+    return TlsSettings(
+        key_store=_store(props, "keyStore"),
+        trust_store=_store(props, "trustStore"),
+        protocol=protocol,
+        enabled_protocols=enabled_protocols,
+        ciphersuites=ciphersuites,
+        client_auth=client_auth,
+        hostname_verification=verify,
+        auth_provider=(_get(props, "ssl.authProvider") or X509_SCHEME).strip(),
+    )
+
+
+def auth_providers(props: Mapping[str, str], secure: bool) -> frozenset[str]:
+    """The schemes registered beyond ip and digest (ProviderRegistry): those authProvider.N
+    names, and x509 on a server with a secure client port unless ssl.authProvider names
+    another (configureSSLAuth). A class zkcompat lacks is refused."""
+    schemes = set()
+    provider_keys = {}
+    for key, value in props.items():
+        bare = key[len(PROPERTY_PREFIX):] if key.startswith(PROPERTY_PREFIX) else key
+        if not bare.startswith(AUTH_PROVIDER_PREFIX):
+            continue
+        scheme = PROVIDER_CLASSES.get(value.strip())
+        if scheme is None:
+            raise SettingError(f"{key}: zkcompat has no authentication provider "
+                               f"{value.strip()} (it has {', '.join(PROVIDER_CLASSES)})")
+        schemes.add(scheme)
+        provider_keys[bare[len(AUTH_PROVIDER_PREFIX):]] = scheme
+    if secure:
+        chosen = (_get(props, "ssl.authProvider") or X509_SCHEME).strip()
+        if chosen not in provider_keys and chosen != X509_SCHEME:
+            raise SettingError(f"ssl.authProvider: No auth provider configured for the SSL "
+                               f"authentication scheme '{chosen}'.")
+        if chosen != X509_SCHEME:
+            # ZooKeeper looks the provider up by scheme, and X509AuthenticationProvider's is
+            # x509: its NettyServerCnxnFactory then fails to start.
+            raise SettingError(f"ssl.authProvider: Could not create SSLContext with specified "
+                               f"auth provider: {chosen}")
+        schemes.add(X509_SCHEME)
+    return frozenset(schemes - {"ip", "digest"})
+
+
+def server_cnxn_factory(key: str, value: str) -> str:
+    """serverCnxnFactory: ZooKeeper's Netty factory (which its TLS needs) or NIO one; both
+    mean the same server here."""
+    name = value.strip()
+    if name not in SERVER_CNXN_FACTORIES:
+        raise SettingError(f"{key}: {name} is not one of {', '.join(SERVER_CNXN_FACTORIES)}")
+    return name
