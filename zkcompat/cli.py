@@ -1,13 +1,12 @@
 """The `zkcompat` command."""
 
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
 import click
 
-from zkcompat import cli_tools
+from zkcompat import cli_tools, logfmt
 from zkcompat import config as zkconfig
 from zkcompat.ensemble_cmd import ensemble as ensemble_group
 from zkcompat.shell.main import shell as shell_command
@@ -15,12 +14,8 @@ from zkcompat.sim.cli import sim as sim_command
 from zkcompat.store.datadir import RecoveryError
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(level: str, fmt: str = "text") -> None:
+    logfmt.setup(level, fmt, sys.stderr)
 
 
 @click.group()
@@ -35,11 +30,14 @@ def main() -> None:
 @click.option("--address", help="clientPortAddress (overrides the config).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               help="dataDir (overrides the config).")
-@click.option("--log-level", default="info", show_default=True)
-def serve(config_path, port, address, data_dir, log_level) -> None:
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(logfmt.LEVELS, case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(logfmt.FORMATS),
+              help="text: one key=value line per event; json: one JSON object per line.")
+def serve(config_path, port, address, data_dir, log_level, log_format) -> None:
     """Run a server: standalone by default (127.0.0.1:2181, data under ./data), or a member
     of the ensemble a zoo.cfg with server.N lines describes."""
-    _setup_logging(log_level)
+    _setup_logging(log_level, log_format)
     overrides = {}
     if config_path is None:
         overrides = {"clientPortAddress": "127.0.0.1", "dataDir": "data"}

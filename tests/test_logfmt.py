@@ -1,0 +1,98 @@
+"""zkcompat/logfmt.py and `serve --log-format/--log-level`: text stays key=value, json is
+one object per line with the message's key=value pairs as fields."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conformance_tests.servers import free_port
+from tests.conftest import REPO_ROOT, zkcompat_env
+from zkcompat import logfmt
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_pairs_parse_bare_and_quoted_values():
+    message = ("event=connection_close remote=127.0.0.1:5000 reason='peer said \\'bye\\''"
+               ' detail="a b" empty= session=0x1f')
+    assert logfmt.pairs(message) == {"event": "connection_close", "remote": "127.0.0.1:5000",
+                                     "reason": "peer said 'bye'", "detail": "a b",
+                                     "empty": "", "session": "0x1f"}
+
+
+def _record(msg: str, *args, exc_info=None) -> logging.LogRecord:
+    return logging.LogRecord("zkcompat.test", logging.WARNING, __file__, 1, msg, args, exc_info)
+
+
+def test_json_line_has_the_pairs_and_the_message():
+    line = logfmt.JsonFormatter().format(_record("event=x level=odd key=%r", "v w"))
+    obj = json.loads(line)
+    assert (obj["level"], obj["logger"], obj["event"], obj["key"]) == (
+        "WARNING", "zkcompat.test", "x", "v w")
+    assert obj["field_level"] == "odd"  # a pair never overwrites the record's own fields
+    assert obj["msg"] == "event=x level=odd key='v w'"
+    assert "\n" not in line
+
+
+def test_json_line_keeps_the_traceback_on_one_line():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        line = logfmt.JsonFormatter().format(_record("event=crash", exc_info=sys.exc_info()))
+    assert "\n" not in line and "ValueError: boom" in json.loads(line)["exc"]
+
+
+def _serve(tmp_path, *args: str):
+    port = free_port()
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"clientPort={port}\nclientPortAddress=127.0.0.1\n"
+                   f"dataDir={tmp_path / 'data'}\nadmin.enableServer=false\n"
+                   "noSuchSetting=1\npreAllocSize=65536\n")
+    popen = subprocess.Popen([sys.executable, "-m", "zkcompat", "serve", "--config", str(cfg),
+                              *args], cwd=REPO_ROOT, env=zkcompat_env(),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert popen.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+    popen.terminate()
+    _, err = popen.communicate(timeout=20)
+    return err.splitlines()
+
+
+def test_serve_json_logs_one_object_per_line(tmp_path):
+    lines = _serve(tmp_path, "--log-format", "json")
+    logs = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [o for o in logs if o.get("event") == "config_unknown_key"
+            and o.get("key") == "noSuchSetting" and o["level"] == "WARNING"]
+    assert [o for o in logs if o.get("event") == "config_not_implemented"
+            and o.get("keys") == "preAllocSize"]
+    assert [o for o in logs if o["level"] == "INFO"]  # info is the default level
+    assert all(line.startswith("{") or line.startswith("zkcompat listening") for line in lines)
+
+
+def test_serve_text_logs_at_warning_level_drop_info(tmp_path):
+    lines = _serve(tmp_path, "--log-level", "WARNING")
+    logged = [line for line in lines if " level=" in line]
+    assert logged and all(" level=WARNING " in line or " level=ERROR " in line
+                          for line in logged)
+    assert any("event=config_unknown_key key=noSuchSetting" in line for line in logged)
+
+
+def test_serve_refuses_an_unknown_format(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "zkcompat", "serve", "--log-format", "xml"],
+                          cwd=tmp_path, env=zkcompat_env(), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2 and "xml" in done.stderr
