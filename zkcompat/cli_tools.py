@@ -14,9 +14,13 @@ from pathlib import Path
 import click
 
 from zkcompat import config as zkconfig
+from zkcompat import logfmt
+from zkcompat.store.progress import LogProgress
 
 _DIR = click.Path(file_okay=False, path_type=Path)
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+log = logging.getLogger(__name__)
 
 
 class _Zxid(click.ParamType):
@@ -198,15 +202,22 @@ def snapshot_dump(config_path, data_dir, data_log_dir, zxid, list_only, with_dat
 
 
 class _Progress:
-    """click progress bars, one per phase, only when stdout is a terminal."""
+    """Progress in the log (event=import_progress, at most every few seconds), and click
+    progress bars, one per phase, when stdout is a terminal."""
 
     def __init__(self) -> None:
         self.enabled = sys.stdout.isatty()
         self._bar = None
         self._phase = None
         self._stack = contextlib.ExitStack()
+        self._logged: dict[str, LogProgress] = {}
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        unit = "bytes" if phase == "snapshot" else "files"
+        if phase not in self._logged:
+            self._logged[phase] = LogProgress(log, "import_progress",
+                                              f"phase={phase} unit={unit}")
+        self._logged[phase](done, total)
         if not self.enabled:
             return
         if phase != self._phase:
@@ -230,15 +241,14 @@ class _Progress:
               help="The new zkcompat dataDir to write (must not hold zkcompat data yet).")
 @click.option("--zk-log-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="ZooKeeper's dataLogDir, if it is not its dataDir.")
-@click.option("--log-level", default="warning", show_default=True)
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(logfmt.LEVELS, case_sensitive=False))
 def import_zookeeper(zk_data_dir, out_dir, zk_log_dir, log_level) -> None:
     """Import a stopped Apache ZooKeeper's dataDir (version-2/snapshot.* and log.*): the
     newest valid snapshot plus every logged txn after it becomes a zkcompat snapshot."""
     from zkcompat.store import importer  # noqa: PLC0415
 
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING),
-                        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-                        stream=sys.stderr)
+    logfmt.setup(log_level, "text", sys.stderr)
     progress = _Progress()
     try:
         result = importer.import_zookeeper(zk_data_dir, out_dir, zk_log_dir, progress)

@@ -10,6 +10,7 @@ import logging
 import random
 from pathlib import Path
 
+from zkcompat.store.progress import LogProgress
 from zkcompat.store.snapshot import SnapshotCorruption, SnapshotStore
 from zkcompat.store.txnlog import LogCorruption, TxnLog
 from zkcompat.tree.datatree import DataTree
@@ -17,6 +18,7 @@ from zkcompat.tree.datatree import DataTree
 log = logging.getLogger(__name__)
 
 COUNTER_MASK = 0xFFFFFFFF
+REPLAY_PROGRESS_EVERY_TXNS = 10_000  # how often replay asks LogProgress whether to log
 
 
 class RecoveryError(Exception):
@@ -44,7 +46,8 @@ class DataDir:
         problems = []
         for zxid in self.snapshots.zxids():
             try:
-                tree = self.snapshots.load(zxid, progress)
+                tree = self.snapshots.load(zxid, progress or LogProgress(
+                    log, "snapshot_load_progress", f"zxid=0x{zxid:x}"))
             except SnapshotCorruption as e:
                 log.error("event=snapshot_invalid zxid=0x%x reason=%r action=try_older", zxid, str(e))
                 problems.append(str(e))
@@ -64,6 +67,8 @@ class DataDir:
     def _replay(self, tree: DataTree, problems: list[str]) -> DataTree:
         start = prev = tree.last_processed_zxid
         n = 0
+        # The log's length is not known before reading it: progress shows txns and zxid.
+        replay_progress = LogProgress(log, "log_replay_progress", f"from=0x{start:x}")
         try:
             for txn in self.txnlog.read_from(start):
                 if prev and not _follows(prev, txn.zxid):
@@ -81,6 +86,8 @@ class DataDir:
                         "backup or another server's copy.") from e
                 prev = txn.zxid
                 n += 1
+                if n % REPLAY_PROGRESS_EVERY_TXNS == 0:
+                    replay_progress(n, 0)
         except LogCorruption as e:
             raise RecoveryError(f"txn log is corrupt: {e}") from None
         log.info("event=log_replayed from=0x%x to=0x%x txns=%d", start, tree.last_processed_zxid, n)
