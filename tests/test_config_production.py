@@ -38,7 +38,8 @@ NOT_IMPLEMENTED = {
     "electionPortBindRetry", "admin.idleTimeout", "jvm.pause.monitor",
     "jvm.pause.warn-threshold.ms",
 }
-# The TLS settings belong to the security work: until zkcompat reads them they are unknown keys.
+# The TLS settings belong to the security work (read by config since it landed; an older
+# config logged them as unknown keys): never in the not-implemented line.
 TLS_KEYS = {"serverCnxnFactory", "ssl.protocol", "ssl.enabledProtocols", "ssl.clientAuth",
             "ssl.hostnameVerification"}
 # Set to what zkcompat always does, so obeyed and not warned about.
