@@ -115,5 +115,6 @@ def test_a_run_records_watches_locks_and_fenced_writes():
     result = run_seed(1, 3, profile="none", duration_s=8.0)
     assert result.ok, result.failures
     assert result.stats["watch_events"] > 5
-    assert result.stats["locks"] >= 2
-    assert result.stats["fenced"] >= 3
+    # The lock changes hands often (an attempt under way steps every batch): 12 here.
+    assert result.stats["locks"] >= 8
+    assert result.stats["fenced"] >= 3 * 8

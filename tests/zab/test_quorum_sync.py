@@ -8,7 +8,7 @@ The same in-memory Net as test_zab_roles: packets cross as ZooKeeper's QuorumPac
 
 from tests.zab.test_zab_roles import History, Net, establish, txn
 from zkcompat.jute import quorum as q
-from zkcompat.zab.leader import Leader
+from zkcompat.zab.leader import PINGS_UNANSWERED_MAX, Leader
 from zkcompat.zab.learner import Learner
 
 P = q.PacketType
@@ -143,3 +143,47 @@ def test_on_the_syncs_of_a_learner_that_left_die_with_it():
     net.queue = [m for m in net.queue if m[0] != 1]
     net.run()
     assert sent(net, P.SYNC) == [2]
+
+
+def test_on_the_leaders_own_sync_is_answered_as_synced_not_as_a_packet():
+    """The hook for a sync asked of the leader itself: Effects.synced, in the order asked
+    among the learners' syncs."""
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    net.obey(LEADER, leader.sync_request(1))
+    fx = leader.sync_request(LEADER)
+    assert not fx.synced
+    answered = []
+    while net.queue:
+        to, frm, data = net.queue.pop(0)
+        if to == LEADER:
+            fx = leader.step(frm, q.decode_packet(data)[0])
+            answered += [("synced", fx.synced)] if fx.synced else []
+            net.obey(LEADER, fx)
+        else:
+            net.obey(to, net.learners[to].step(q.decode_packet(data)[0]))
+    assert answered == [("synced", 1)]
+    assert sent(net, P.SYNC) == [1]  # and no SYNC packet to ourselves
+
+
+def test_pending_syncs_count_the_ones_waiting_for_a_round():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    net.obey(LEADER, leader.sync_request(1))
+    net.obey(LEADER, leader.sync_request(2))
+    assert leader.pending_sync_count == 2
+    net.run()
+    assert leader.pending_sync_count == 0
+
+
+def test_on_a_learner_that_never_answers_a_ping_is_dropped_at_the_bound():
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    fx = None
+    for _ in range(PINGS_UNANSWERED_MAX + 1):
+        leader.learners[1].heard = leader.learners[2].heard = leader.now + 1  # it talks
+        leader.learners[2].pings.clear()  # learner 2 answers every PING
+        fx = leader.tick()
+        if fx.disconnect:
+            break
+    assert fx.disconnect == [1] and 1 not in leader.learners

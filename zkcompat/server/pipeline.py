@@ -12,6 +12,7 @@ import asyncio
 import logging
 import struct
 import time
+from collections import deque
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import PING_XID, Code, OpCode
@@ -117,6 +118,7 @@ class Pipeline:
         self.prep = Prep(tree, peer.next_zxid, _wall_ms, extended_types, enforce_quota) \
             if self.leading else None
         self._unproposed: list = []  # Txns prepared this loop turn, proposed together at its end
+        self._syncs: deque[Request] = deque()  # syncs waiting for the leader's answer, in order
         self.stats = PipelineStats()
         txn_log.on_synced = self._on_synced
         txn_log.on_sync_failed = self._on_sync_failed
@@ -271,8 +273,23 @@ class Pipeline:
             return
         self.submit(None, req)
 
+    def _wait_for_sync(self, session: Session, req: Request) -> None:
+        """A sync the leader answers later (Effects.synced): until then it holds back the
+        session's later reads, as a write does."""
+        req.is_write = True
+        session.queue.append(req)
+        self._syncs.append(req)
+
     def _synced(self) -> None:
-        raise AssertionError("only a learner is sent SYNC")
+        """The leader answered our oldest sync: everything committed before it is applied."""
+        if not self._syncs:
+            # A SYNC for a request this server never sent: the leader's bug, not ours.
+            return
+        req = self._syncs.popleft()
+        req.is_write = False
+        session = self.tracker.sessions.get(req.session_id)
+        if session is not None and session.queue and session.queue[0] is req:
+            self._drain(session)
 
     def _revalidated(self, session_id: int, valid: bool) -> None:
         raise AssertionError("only a learner asks for REVALIDATE")

@@ -1,6 +1,8 @@
-"""The pipelines of the roles that are not the leader: what differs is where writes go.
+"""The pipelines of the roles other than the plain leader: what differs is where writes
+and syncs go.
 
-A learner sends writes, session changes and sync to the leader and answers them when the
+A leader with quorumSync answers a sync only once a quorum has confirmed its leadership
+(Leader.sync_request with its own sid; Effects.synced). A learner sends writes, session changes and sync to the leader and answers them when the
 committed txn (or the SYNC) comes back; it revalidates resumed sessions with the leader
 and reports its sessions' touches. A read-only server (readonlymode, no quorum) answers
 writes and sync with NOTREADONLY and keeps sessions of its own. Everything else (apply,
@@ -8,8 +10,6 @@ reads, watches, replies in session order) is the leader's Pipeline, unchanged.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
@@ -27,7 +27,6 @@ class LearnerPipeline(Pipeline):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._syncs: deque[Request] = deque()  # forwarded syncs the leader has not answered
         self._revalidating: dict[int, list] = {}  # reconnects waiting for the leader's word
         self._touch_reported_ms = 0
 
@@ -40,10 +39,11 @@ class LearnerPipeline(Pipeline):
     def _forward(self, session: Session, req: Request) -> None:
         """A write or sync waits in its session's queue for the leader's answer: the
         committed txn (matched by session and cxid), or a SYNC."""
-        req.is_write = True  # it holds back the session's later reads, as a write does
-        session.queue.append(req)
         if req.type == _SYNC:
-            self._syncs.append(req)
+            self._wait_for_sync(session, req)
+        else:
+            req.is_write = True  # a forwarded session change holds back later reads too
+            session.queue.append(req)
         auth = [r.Id(scheme, ident) for scheme, ident in req.auth_ids]
         self.obey(self.peer.forward(req.session_id, req.xid, req.type, request_body(req), auth))
 
@@ -70,23 +70,27 @@ class LearnerPipeline(Pipeline):
         for done in self._revalidating.pop(session_id, ()):
             done(valid)
 
-    def _synced(self) -> None:
-        """The leader answered our oldest sync: everything committed before it is applied."""
-        if not self._syncs:
-            # A SYNC for a request this connection never sent: the leader's bug, not ours.
-            return
-        req = self._syncs.popleft()
-        req.is_write = False
-        session = self.tracker.sessions.get(req.session_id)
-        if session is not None and session.queue and session.queue[0] is req:
-            self._drain(session)
-
     def touched(self) -> list[tuple[int, int]]:
         """Sessions active since the last report: the PING reply carries them."""
         since = self._touch_reported_ms
         self._touch_reported_ms = _mono_ms()
         return [(s.session_id, s.timeout_ms) for s in self.tracker.sessions.values()
                 if s.last_active_ms >= since and not s.closing]
+
+
+class QuorumSyncPipeline(Pipeline):
+    """The leader's pipeline with quorumSync=true: its own clients' syncs wait, like its
+    learners', for a quorum round started after they arrived (ZOOKEEPER-1675), so a
+    deposed leader that has not noticed yet cannot answer sync-then-read stale."""
+
+    def submit(self, session: Session, req: Request) -> None:
+        if req.type == _SYNC and session is not None:
+            self._wait_for_sync(session, req)
+            if self._unproposed:  # the sync waits for the writes prepared before it
+                self._propose()
+            self.obey(self.peer.sync_request(self.peer.my_sid))
+        else:
+            super().submit(session, req)
 
 
 class ReadOnlyPipeline(Pipeline):
@@ -127,4 +131,6 @@ def pipeline_class(peer) -> type[Pipeline]:
     """The pipeline of the role `peer` plays: a Leader's, a Learner's, or none (read-only)."""
     if peer is None:
         return ReadOnlyPipeline
-    return Pipeline if isinstance(peer, Leader) else LearnerPipeline
+    if isinstance(peer, Leader):
+        return QuorumSyncPipeline if peer.quorum_sync else Pipeline
+    return LearnerPipeline

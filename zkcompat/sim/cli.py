@@ -40,13 +40,16 @@ def _pin_hash_seed() -> None:
 @click.option("--servers", type=click.Choice(SERVER_COUNTS), default="3", show_default=True)
 @click.option("--faults", default="all", show_default=True,
               help="Fault profile: none, crash, partition, power, pause, clock, fsync, "
-                   "newleader, all.")
+                   "newleader, stale_leader, all.")
 @click.option("--duration", type=float, default=None, help="Virtual seconds of load.")
 @click.option("--trace", is_flag=True, help="Print the run's trace.")
 @click.option("--bug", type=click.Choice(BUGS), default=None,
               help="Switch on an injected bug (the checks must catch it).")
 @click.option("--fsync-ms", nargs=2, type=float, default=None, help="fsync latency range.")
-def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms) -> None:
+@click.option("--quorum-sync", is_flag=True,
+              help="quorumSync=true on every server: a sync confirms the leader with a quorum.")
+def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms,
+        quorum_sync) -> None:
     """Deterministic simulation of an ensemble: faults, clients, and the checks."""
     _pin_hash_seed()
     from zkcompat.sim.cluster import DURATION_S, run_seed  # noqa: PLC0415
@@ -59,13 +62,15 @@ def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms
         todo = [seed]
     else:
         todo = list(range(first_seed, first_seed + (seeds if seeds is not None else 100)))
-    options = {"profile": faults, "duration_s": duration or DURATION_S, "bug": bug}
+    options = {"profile": faults, "duration_s": duration or DURATION_S, "bug": bug,
+               "quorum_sync": quorum_sync}
     if fsync_ms:
         options["fsync_ms"] = tuple(fsync_ms)
     replay = (f"zkcompat sim --servers {n} --faults {faults}"
               + (f" --duration {duration}" if duration else "")
               + (f" --bug {bug}" if bug else "")
-              + (f" --fsync-ms {fsync_ms[0]} {fsync_ms[1]}" if fsync_ms else ""))
+              + (f" --fsync-ms {fsync_ms[0]} {fsync_ms[1]}" if fsync_ms else "")
+              + (" --quorum-sync" if quorum_sync else ""))
     failed = []
     ops = 0
     t0 = time.monotonic()
@@ -88,7 +93,8 @@ def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms
                    f"failed={len(failed)} {i / elapsed:.2f} seeds/s", err=True, nl=False)
     click.echo("", err=True)
     elapsed = time.monotonic() - t0
-    click.echo(f"{len(todo)} seeds, {n} servers, faults={faults}: {len(todo) - len(failed)} "
+    click.echo(f"{len(todo)} seeds, {n} servers, faults={faults}"
+               f"{', quorumSync' if quorum_sync else ''}: {len(todo) - len(failed)} "
                f"passed, {len(failed)} failed; {ops} client operations")
     if failed:
         click.echo("failed seeds: " + " ".join(map(str, failed)))

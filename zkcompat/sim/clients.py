@@ -9,7 +9,8 @@ expired: it starts a new one. Writes and sync-then-getData are in the linearizab
 history; plain reads (served from a possibly lagging replica) only in the ordering checks.
 Half the plain reads set a watch; every reply and notification that says something of a
 watched znode goes to the watch log (watchlog.py). Each client also runs the lock recipe
-of locks.py: acquire, a few fenced writes, release.
+of locks.py: acquire, a few fenced writes, release; an attempt under way takes one step
+in every batch, so the lock changes hands many times a run.
 """
 
 from __future__ import annotations
@@ -238,6 +239,11 @@ class SimClient:
         return self.versions.get(path, 0)
 
     def _send_batch(self) -> None:
+        if self.lock is not None and not self.lock.busy:
+            # An attempt under way moves on every batch: a holder releases soon, and a
+            # waiter finds out it holds the lock soon after it is free (instead of at its
+            # next random lock step: 3.9 acquisitions a run, now 17).
+            self._lock_step()
         n = 1 + self.rng.randrange(PIPELINE_MAX)
         for _ in range(n):
             self._send_one()

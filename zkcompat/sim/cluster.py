@@ -52,9 +52,10 @@ class Cluster:
     def __init__(self, seed: int, n_servers: int = 3, *, profile: str = "all",
                  clients: int = CLIENTS, duration_s: float = DURATION_S,
                  bug: str | None = None, faults=None,
-                 fsync_ms: tuple[float, float] | None = None):
+                 fsync_ms: tuple[float, float] | None = None, quorum_sync: bool = False):
         self.seed = seed
         self.n_servers = n_servers
+        self.quorum_sync = quorum_sync  # zoo.cfg's quorumSync on every server
         self.loop = VirtualLoop()
         self.network = SimNetwork(self.loop, self.child_rng("network"), self.trace)
         self.loop.network = self.network
@@ -70,6 +71,8 @@ class Cluster:
         self.lock_fenced: list = []
         self.digests: dict[int, tuple[int, str]] = {}
         self.leaders: dict[int, str] = {}  # epoch -> host that served as its leader
+        self.probes = 0  # stale_leader probes run so far (probe.py)
+        self.probe_nodes: list[Node] = []
         self.duration_s = duration_s
         self.servers = [SimServer(self, sid) for sid in range(1, n_servers + 1)]
         self.servers_by_sid = {s.sid: s for s in self.servers}
@@ -223,6 +226,7 @@ class Cluster:
                            len(ops), self.loop.time(), stats)
         self.ended = True
         nodes = [n for s in self.servers for n in s.nodes] + [c.node for c in self.clients]
+        nodes += self.probe_nodes
         self.loop.close()
         teardown(self.loop, nodes + [self.control])
         return result

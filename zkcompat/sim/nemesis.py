@@ -28,6 +28,9 @@ cuts are removed, disks speed up). Kinds, weighted per profile:
                crashes, so it syncs into a new epoch by DIFF; the power fails while its
                fsync runs, and the new leader comes back last (the window a learner that
                ACKs NEWLEADER before its sync txns are durable loses acknowledged writes in)
+  stale_leader the leader (with a follower of it, 5+ servers) is cut off from the other
+               voters and frozen while they elect and write; it resumes unaware and is
+               asked sync + getData (probe.py): stale unless quorumSync is on
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
+
+from zkcompat.sim.probe import StaleLeaderProbe
 
 PROFILES: dict[str, dict[str, float]] = {
     "none": {},
@@ -45,6 +50,9 @@ PROFILES: dict[str, dict[str, float]] = {
     "clock": {"clock_jump": 1},
     "fsync": {"fsync_fail": 1},
     "newleader": {"newleader_power": 1},
+    # Not in "all": without quorumSync a stale read is ZooKeeper's behaviour (ZOOKEEPER-1675),
+    # which the linearizability check reports.
+    "stale_leader": {"stale_leader": 1},
     "all": {"crash": 2, "crash_leader": 2, "crash_follower": 1, "power": 1, "isolate": 2, "split": 2, "oneway": 1,
             "bridge": 1, "reset": 1, "slow_disk": 1, "slow_leader_disk": 1, "pause": 1,
             "pause_leader": 1, "clock_jump": 1, "fsync_fail": 1, "newleader_power": 1},
@@ -65,7 +73,7 @@ NEWLEADER_SLOW_MS = (300, 900)
 NEWLEADER_POWER_AFTER_S = (0.2, 1.2)
 NEWLEADER_LATE_S = (2.0, 3.0)
 LONG_HOLDS = {"pause": PAUSE_HOLD_S, "pause_leader": PAUSE_HOLD_S,
-              "newleader_power": (4.0, 6.0)}
+              "newleader_power": (4.0, 6.0), "stale_leader": (5.0, 6.0)}
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ class Nemesis:
     def __init__(self, cluster, faults: list[Fault]):
         self.cluster = cluster
         self.faults = faults
+        self.scripted_busy = False
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -114,6 +123,16 @@ class Nemesis:
     async def _hold(self, f: Fault) -> None:
         if f.kind == "newleader_power":
             await self._newleader_power(f)
+            return
+        if f.kind == "stale_leader":
+            if self.scripted_busy:  # one script at a time: each needs the ensemble whole
+                self.cluster.trace("nemesis stale_leader: another still runs, nothing done")
+                return
+            self.scripted_busy = True
+            try:
+                await StaleLeaderProbe(self, f).run()
+            finally:
+                self.scripted_busy = False
             return
         heal = self.start(f)
         await asyncio.sleep(f.hold_s)

@@ -36,16 +36,18 @@ def host_of(sid: int) -> str:
     return f"s{sid}"
 
 
-def ensemble_config(sid: int, n: int) -> Config:
+def ensemble_config(sid: int, n: int, quorum_sync: bool = False) -> Config:
     servers = {i: QuorumServer(i, host_of(i), QUORUM_PORT, ELECTION_PORT)
                for i in range(1, n + 1)}
     raw = {"tickTime": str(TICK_TIME_MS), "initLimit": str(INIT_LIMIT_TICKS),
            "syncLimit": str(SYNC_LIMIT_TICKS), "clientPort": str(CLIENT_PORT)}
     for i, s in servers.items():
         raw[f"server.{i}"] = f"{s.host}:{s.quorum_port}:{s.election_port}"
+    if quorum_sync:
+        raw["quorumSync"] = "true"
     cfg = Config(tick_time_ms=TICK_TIME_MS, client_port=CLIENT_PORT, server_id=sid,
                  servers=servers, init_limit=INIT_LIMIT_TICKS, sync_limit=SYNC_LIMIT_TICKS,
-                 raw=raw)
+                 quorum_sync=quorum_sync, raw=raw)
     return cfg.finish()
 
 
@@ -130,7 +132,7 @@ class SimServer:
         self.sid = sid
         self.host = host_of(sid)
         self.disk = SimDisk()
-        self.config = ensemble_config(sid, cluster.n_servers)
+        self.config = ensemble_config(sid, cluster.n_servers, cluster.quorum_sync)
         self.node: Node | None = None
         self.nodes: list[Node] = []  # every incarnation's, for the teardown
         self.ctx: ServerContext | None = None

@@ -42,6 +42,9 @@ HALF_TICKS_PER_TICK = 2
 # followers can commit a txn before the leader's fsync returns, and a DIFF read from the
 # durable log alone would skip it.
 COMMIT_LOG_COUNT = 500
+# quorumSync: PINGs a learner may leave unanswered. Ours and ZooKeeper's answer each at once
+# and syncLimit drops a silent one; one that talks but never answers is dropped here.
+PINGS_UNANSWERED_MAX = 256
 
 
 class Snap:
@@ -450,20 +453,28 @@ class Leader:
         if self._pending_syncs:
             for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
                 send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))
+        fx = Effects(send=send, deliver=committed)
         if self._quorum_syncs:
-            self._answer_quorum_syncs(send)
-        return Effects(send=send, deliver=committed)
+            self._answer_quorum_syncs(fx)
+        return fx
 
     def sync_request(self, sid: int) -> Effects:
         """A learner's client asked for sync: answer once everything proposed so far has
         committed (Leader.processSync), so the learner has applied it before the SYNC;
-        with quorumSync, also once a quorum confirmed a round started after it arrived."""
+        with quorumSync, also once a quorum confirmed a round started after it arrived.
+        With quorumSync our own pipeline may ask too (sid = my_sid): answered as
+        Effects.synced, in the order asked, instead of a SYNC packet."""
         if self.quorum_sync:
             return self._quorum_sync_request(sid)
         if not self._outstanding:
             return Effects(send=[(sid, q.packet(P.SYNC, 0))])
         self._pending_syncs.setdefault(self.last_proposed_zxid, []).append(sid)
         return Effects()
+
+    @property
+    def pending_sync_count(self) -> int:
+        """Syncs not yet answered (mntr's zk_pending_syncs), with quorumSync's too."""
+        return sum(len(v) for v in self._pending_syncs.values()) + len(self._quorum_syncs)
 
     # -- quorumSync: leadership confirmed by a quorum round (etcd's ReadIndex) ----------
 
@@ -483,10 +494,20 @@ class Leader:
         without side effects, ZooKeeper's included); the round counts its answers."""
         self._round += 1
         ping = q.packet(P.PING, self.last_proposed_zxid)
+        mute = []
         for li in self.learners.values():
             if li.phase == "uptodate":
+                if len(li.pings) >= PINGS_UNANSWERED_MAX:
+                    mute.append(li.sid)
+                    continue
                 fx.send.append((li.sid, ping))
                 li.pings.append(self._round)
+        for sid in mute:
+            log.warning("event=learner_answers_no_ping sid=%d unanswered=%d", sid,
+                        PINGS_UNANSWERED_MAX)
+            self.gone(sid)
+        if mute:
+            fx.disconnect = [*fx.disconnect, *mute]
         if self.quorum == 1:
             self._confirm(self._round, fx)
 
@@ -504,15 +525,22 @@ class Leader:
 
     def _confirm(self, r: int, fx: Effects) -> None:
         self._round_confirmed = r
-        self._answer_quorum_syncs(fx.send)
+        self._answer_quorum_syncs(fx)
         if self._quorum_syncs and self._quorum_syncs[-1][2] > self._round:
             self._start_round(fx)  # syncs that arrived while this round was in flight
 
-    def _answer_quorum_syncs(self, send: list) -> None:
+    def _answer_quorum_syncs(self, fx: Effects) -> None:
         waiting = self._quorum_syncs
         committed = self.last_committed_zxid
+        ours = 0
         while waiting and waiting[0][2] <= self._round_confirmed and waiting[0][1] <= committed:
-            send.append((waiting.popleft()[0], q.packet(P.SYNC, 0)))
+            sid = waiting.popleft()[0]
+            if sid == self.my_sid:
+                ours += 1
+            else:
+                fx.send.append((sid, q.packet(P.SYNC, 0)))
+        if ours:
+            fx.synced += ours
 
     # -- time -------------------------------------------------------------------------
 
