@@ -15,10 +15,11 @@ X509_SCHEME = "x509"
 # X509Util.DEFAULT_PROTOCOL on a Java that has TLSv1.3 (every Java ZooKeeper 3.9 runs on).
 DEFAULT_PROTOCOL = "TLSv1.3"
 PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
-# What SSLContext.getInstance(protocol).getDefaultSSLParameters().getProtocols() enables on
-# Java 17, whose jdk.tls.disabledAlgorithms turns TLSv1 and TLSv1.1 off.
-DEFAULT_ENABLED_PROTOCOLS = {"TLSv1.3": ("TLSv1.3", "TLSv1.2"), "TLSv1.2": ("TLSv1.2",),
-                             "TLS": ("TLSv1.3", "TLSv1.2")}
+# ssl.enabledProtocols left unset: ClientX509Util.getEnabledProtocols enables ssl.protocol
+# alone (so a 3.9 server with the defaults speaks TLSv1.3 only, and a 3.8 Java client, whose
+# default is TLSv1.2, cannot connect to it: ZOOKEEPER-5053). "TLS" is not a protocol Netty can
+# enable (3.9 fails on it); zkcompat reads it as what Java's "TLS" context enables.
+DEFAULT_ENABLED_PROTOCOLS = {"TLS": ("TLSv1.3", "TLSv1.2")}
 # The authentication providers zkcompat has, by the class names authProvider.N gives them.
 PROVIDER_CLASSES = {
     "org.apache.zookeeper.server.auth.X509AuthenticationProvider": X509_SCHEME,
