@@ -174,6 +174,7 @@ class DataTree:
         self.ttls: set[str] = set()  # TTL nodes, for the reaper
         self.quota_paths: set[str] = set()  # paths with a zookeeper_limits node
         self.last_processed_zxid = 0
+        self.views: list = []  # open TreeViews (tree/view.py): told before each apply
         self.digest_enabled = digest_enabled
         self.digest: int | None = None
         self.recompute_digest()
@@ -249,6 +250,9 @@ class DataTree:
 
     def apply(self, txn: Txn) -> ApplyResult:
         hdr = txn.hdr
+        if self.views:
+            for view in self.views:
+                view.before(hdr.type, txn.body, hdr.clientId)
         rc = APPLY[hdr.type](self, hdr, txn.body, None)
         self.last_processed_zxid = hdr.zxid
         return rc

@@ -29,6 +29,7 @@ from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
 from zkcompat.tree.datatree import DataTree, ZNode
 from zkcompat.tree.digest import ZOOKEEPER_NODE_SUBTREE, as_java_long
 from zkcompat.tree.paths import QUOTA, ROOT, ZOOKEEPER
+from zkcompat.tree.view import TreeView
 
 SIGNATURE = "BenWasHere"  # LearnerHandler.syncFollower / Learner.syncWithLeader
 END_OF_NODES = "/"  # DataTree.serializeNodes: "/" marks the end of the nodes
@@ -44,6 +45,7 @@ FIRST_ACL_ID = 1  # ReferenceCountedACLCache.incrementIndex: ++aclIndex from 0
 JUTE_MAXBUFFER_EXTRASIZE_BYTES = JUTE_MAXBUFFER_DEFAULT_BYTES
 LENGTH_MAX_BYTES = JUTE_MAXBUFFER_DEFAULT_BYTES + JUTE_MAXBUFFER_EXTRASIZE_BYTES
 CHUNK_BYTES = 64 * 1024  # what the writer yields at a time (the last chunk may be shorter)
+SLICE_NODES = 2048  # nodes of work between the slice points of a writer with a view (~2 ms)
 # java.util.HashMap: DEFAULT_LOAD_FACTOR, MAXIMUM_CAPACITY.
 JAVA_HASHMAP_LOAD_FACTOR = 0.75
 JAVA_HASHMAP_CAPACITY_MAX = 1 << 30
@@ -98,6 +100,10 @@ def java_long_hashmap_order(keys: Iterable[int]) -> list[int]:
 # -- writing ------------------------------------------------------------------------------
 
 
+def _depth(path: str) -> int:
+    return 0 if path == ROOT else path.count("/")
+
+
 def _path_bytes(path: str) -> bytes:
     if path == ROOT:
         return b""  # the root is written as "" (serializeNode starts from an empty path)
@@ -119,9 +125,11 @@ class SnapshotWriter:
     while they hold OPEN_ACL_UNSAFE (as ZooKeeper creates them), otherwise 1, 2, ... in
     order of first use. `acl_ids` (id -> ACL, e.g. ZkSnapshot.acls) keeps a ZooKeeper
     snapshot's own ids: every entry is written, used or not, and new ACLs continue after
-    the largest. The tree must not change while chunks() runs (a dict that changes size
-    raises RuntimeError; ZooKeeper's fuzzy snapshot has the txn log to fix it up, SNAP
-    does not).
+    the largest. Without a `view` the tree must not change while chunks() runs (a dict
+    that changes size raises RuntimeError). With one (tree/view.py) the writer serialises
+    the tree as it was when the view was taken, however it changes meanwhile, and yields
+    an empty chunk after every SLICE_NODES nodes of work: a point where its caller may let
+    the event loop run (apply included) before it asks for more.
 
     `progress(nodes_written, nodes_total)` is called at every chunk and at the end.
     With `digest=True` the tree digest (tree/digest.py) is computed on the way, in
@@ -134,29 +142,42 @@ class SnapshotWriter:
 
     def __init__(self, tree: DataTree, *, chunk_bytes: int = CHUNK_BYTES,
                  progress: Progress | None = None, digest: bool = False,
-                 acl_ids: Mapping[int, AclTuple] | None = None) -> None:
+                 acl_ids: Mapping[int, AclTuple] | None = None,
+                 view: TreeView | None = None) -> None:
         if chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes must be > 0, not {chunk_bytes}")
+        assert view is None or view.tree is tree
         self.tree = tree
+        self.view = view
         self.chunk_bytes = chunk_bytes
         self.progress = progress
         self.with_digest = digest
         self.digest: int | None = None
-        self.nodes_total = len(tree.nodes)
+        self.nodes_total = len(tree.nodes) if view is None else len(view.paths)
         self.nodes_written = 0
         self.bytes_written = 0
         self.acl_cache: dict[int, AclTuple] = dict(acl_ids or {})
         self._acl_id_of: dict[int, int] = {}  # id(ACL tuple) -> cache id
         self._parent_first = True
 
+    def _items(self) -> Iterable[tuple[str, ZNode]]:
+        """Every (path, node) in the tree's own order: now, or as the view saw them."""
+        view = self.view
+        if view is None:
+            return self.tree.nodes.items()
+        return ((path, view.node(path)) for path in view.paths)
+
     # The ACL cache precedes the nodes, so a first pass finds every ACL (and checks the
     # node order); ACL tuples are interned, so they are looked up by identity first.
-    def _first_pass(self) -> None:
+    def _first_pass(self) -> Iterator[bytes]:
         by_value = {acl: ref for ref, acl in self.acl_cache.items()}
         next_id = max((r for r in self.acl_cache if r > 0), default=FIRST_ACL_ID - 1) + 1
         id_of = self._acl_id_of
         internal: set[str] = set()
-        for path, node in self.tree.nodes.items():
+        sliced = self.view is not None
+        for i, (path, node) in enumerate(self._items(), 1):
+            if sliced and not i % SLICE_NODES:
+                yield b""
             acl = node.acl
             if id(acl) not in id_of and not (acl is OPEN_ACL_UNSAFE and path in NULL_ACL_PATHS):
                 ref = by_value.get(acl)
@@ -171,10 +192,16 @@ class SnapshotWriter:
                 self._parent_first = False
 
     def _node_order(self) -> Iterator[tuple[str, ZNode]]:
-        nodes = self.tree.nodes
         if self._parent_first:
-            yield from nodes.items()
+            yield from self._items()
             return
+        if self.view is not None:
+            # Depth orders parents first too; the view's children sets are the view's.
+            view = self.view
+            for path in sorted(view.paths, key=_depth):
+                yield path, view.node(path)
+            return
+        nodes = self.tree.nodes
         stack = [ROOT]
         walked = 0
         while stack:
@@ -191,7 +218,7 @@ class SnapshotWriter:
 
     def _head(self) -> bytearray:
         out = bytearray()
-        sessions = self.tree.sessions
+        sessions = self.tree.sessions if self.view is None else self.view.sessions
         out += _INT.pack(len(sessions))
         for sid in java_long_hashmap_order(sessions):
             out += _SESSION.pack(sid, sessions[sid])
@@ -207,8 +234,9 @@ class SnapshotWriter:
 
     def chunks(self) -> Iterator[bytes]:
         """The stream, chunk by chunk; ends after the "/" end mark."""
-        self._first_pass()
+        yield from self._first_pass()
         out = self._head()
+        sliced = self.view is not None
         chunk = self.chunk_bytes
         pack_int, pack_tail, pack_stat = _INT.pack, _NODE_TAIL.pack, _DIGEST_STAT.pack
         null_length = _NULL_LENGTH
@@ -241,6 +269,8 @@ class SnapshotWriter:
             if len(out) >= chunk:
                 self.nodes_written = written
                 yield from self._flush(out, full_only=True)
+            elif sliced and not written % SLICE_NODES:
+                yield b""
         out += _END_OF_NODES
         self.nodes_written = written
         if with_digest:

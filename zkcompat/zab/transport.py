@@ -5,6 +5,11 @@ tree in ZooKeeper's snapshot serialization and the "BenWasHere" signature, which
 layer streams out (leader) or reads in (learner) before the next packet. The role state
 machines never see a socket: they get decoded packets and return what to send.
 A malformed packet closes that one connection with a logged reason.
+
+A SNAP streams over many loop turns, exact at the zxid it names (tree/view.py), as fast
+as the learner reads it: the leader keeps serving meanwhile, its output buffer for that
+learner stays near SNAP_BUFFER_HIGH_BYTES, and the packets sent to that learner after the
+SNAP wait, encoded, behind it (at most OUTPUT_BUFFER_MAX_BYTES, or the learner is dropped).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
+from zkcompat.tree.view import TreeView
 from zkcompat.zab.leader import Snap
 
 log = logging.getLogger(__name__)
@@ -29,6 +35,10 @@ _COUNTER_MASK = 0xFFFFFFFF  # a zxid's counter: 0 in NEWLEADER's and UPTODATE's 
 # LearnerHandler queue is unbounded, ours drops the learner, which then resyncs.
 OUTPUT_BUFFER_MAX_BYTES = 256 * 1024 * 1024
 SNAP_PROGRESS_EVERY_NODES = 100_000
+# A SNAP waits while this much is unsent (asyncio's pause_writing), and goes on once the
+# buffer is down to the low mark.
+SNAP_BUFFER_HIGH_BYTES = 1024 * 1024
+SNAP_BUFFER_LOW_BYTES = 256 * 1024
 # Learner.connectToLeader: retry every zookeeper.leaderConnectDelayDuringRetryMs (100 ms,
 # ZOOKEEPER-3575) until initLimit has passed; a new leader opens its port a moment after
 # its followers have learned who it is.
@@ -54,6 +64,11 @@ class QuorumConnection(asyncio.Protocol):
         self._snap: SnapReader | None = None
         self._snap_pkt = None
         self._closed = False
+        # Leader's side: a SNAP streaming out, what waits behind it, and flow control.
+        self._snap_out: asyncio.Task | None = None
+        self._held = bytearray()
+        self._writable = asyncio.Event()
+        self._writable.set()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -61,9 +76,16 @@ class QuorumConnection(asyncio.Protocol):
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def connection_lost(self, exc) -> None:
+        self._writable.set()  # a SNAP waiting to write sees the end
         if not self._closed:
             self._closed = True
             self.on_lost(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
 
     def close(self, reason: str) -> None:
         if self._closed:
@@ -71,6 +93,7 @@ class QuorumConnection(asyncio.Protocol):
         log.info("event=quorum_connection_closed remote=%s sid=%s reason=%r", self.remote,
                  self.sid, reason)
         self._closed = True
+        self._writable.set()
         if self.transport is not None:
             self.transport.close()
         self.on_lost(self)
@@ -152,36 +175,64 @@ class QuorumConnection(asyncio.Protocol):
     # -- out --------------------------------------------------------------------------
 
     def send(self, packets: list) -> None:
-        """Packets in order: wire bytes, records, or (Snap, tree), which streams the tree in
-        place (SNAP + snapshot)."""
+        """Packets in order: wire bytes, records, or (Snap, tree), which starts streaming
+        the tree as it is now (SNAP + snapshot); what follows waits behind it."""
         if self._closed or self.transport is None:
             return
-        out = bytearray()
+        out = self._held if self._snap_out is not None else bytearray()
         for pkt in packets:
             if type(pkt) is bytes:
                 out += pkt
                 continue
             if isinstance(pkt, tuple):  # (Snap, tree)
-                self.transport.write(bytes(out))
-                out = bytearray()
-                self._write_snap(pkt[1])
+                assert self._snap_out is None, "one SNAP at a time on a connection"
+                if out:
+                    self.transport.write(bytes(out))
+                out = self._held
+                self._send_snap(pkt[1])
                 continue
             pkt.encode(out)
-        if out:
+        if self._snap_out is None and out:
             self.transport.write(bytes(out))
-        if self.transport.get_write_buffer_size() > OUTPUT_BUFFER_MAX_BYTES:
+        if len(self._held) + self.transport.get_write_buffer_size() > OUTPUT_BUFFER_MAX_BYTES:
             self.close("learner is not reading: output buffer over its bound")
 
-    def _write_snap(self, tree) -> None:
-        """The whole tree, at once: the loop applies nothing while it is serialised, so
-        the snapshot is exact at its zxid and the later packets follow it."""
-        zxid = tree.last_processed_zxid
-        log.info("event=snap_sending sid=%s zxid=0x%x nodes=%d", self.sid, zxid, len(tree.nodes))
-        self.transport.write(q.packet(P.SNAP, zxid).to_bytes())
+    def _send_snap(self, tree) -> None:
+        """SNAP at the tree's zxid now; the snapshot streams from a view taken now."""
+        view = TreeView(tree)
+        log.info("event=snap_sending sid=%s zxid=0x%x nodes=%d", self.sid, view.zxid,
+                 len(view.paths))
+        self.transport.write(q.packet(P.SNAP, view.zxid).to_bytes())
+        self.transport.set_write_buffer_limits(SNAP_BUFFER_HIGH_BYTES, SNAP_BUFFER_LOW_BYTES)
+        self._snap_out = asyncio.get_running_loop().create_task(self._stream_snap(view))
+
+    async def _stream_snap(self, view: TreeView) -> None:
         progress = _snap_progress("snap_sent", self.sid)
-        for chunk in snap_stream_chunks(tree, progress=progress):
-            self.transport.write(chunk)
-        log.info("event=snap_sent sid=%s zxid=0x%x", self.sid, zxid)
+        started = asyncio.get_running_loop().time()
+        try:
+            for chunk in snap_stream_chunks(view.tree, progress=progress, view=view):
+                if chunk:
+                    self.transport.write(chunk)
+                if self._writable.is_set():
+                    await asyncio.sleep(0)  # apply and the other learners run between
+                else:
+                    await self._writable.wait()  # until the learner has read enough
+                if self._closed:
+                    return
+            elapsed = asyncio.get_running_loop().time() - started
+            log.info("event=snap_sent sid=%s zxid=0x%x nodes=%d seconds=%.3f "
+                     "changed_meanwhile=%d", self.sid, view.zxid, len(view.paths), elapsed,
+                     view.saved_count)
+            held, self._held = self._held, bytearray()
+            self._snap_out = None
+            if held:
+                self.transport.write(bytes(held))
+        except Exception as e:  # our bug: this learner resyncs, the others go on
+            log.exception("event=snap_failed sid=%s zxid=0x%x", self.sid, view.zxid)
+            self.close(f"SNAP failed: {e!r}")
+        finally:
+            view.close()
+            self._snap_out = None
 
 
 def _snap_progress(event: str, sid=None):
