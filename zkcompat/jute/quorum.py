@@ -78,6 +78,10 @@ def data_packet_bytes(type_: int, zxid: int, data: bytes) -> bytes:
     return _HEAD.pack(type_, zxid, len(data)) + data + _NO_AUTHINFO
 
 
+# What data_packet_bytes adds around the data: len(packet) - this is the data's length.
+DATA_PACKET_OVERHEAD_BYTES = _HEAD.size + len(_NO_AUTHINFO)
+
+
 def bare_packet_at(buf, off: int) -> tuple[int, int] | None:
     """(type, zxid) if the packet at `off` is a whole bare packet, else None."""
     if len(buf) - off < _BARE.size:

@@ -29,7 +29,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.txn import Txn, encode_proposal
-from zkcompat.zab.peer import COUNTER_MASK, Effects, make_zxid, zxid_epoch
+from zkcompat.zab.peer import COUNTER_MASK, BufferStats, Effects, ZabCounters, make_zxid, zxid_epoch
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,11 @@ class Leader:
     def __init__(self, my_sid: int, voters: frozenset[int], accepted_epoch: int,
                  current_epoch: int, last_zxid: int, history=None, *,
                  init_limit_ticks: int = 10, sync_limit_ticks: int = 5,
-                 config_bytes: bytes = b"", quorum_sync: bool = False):
+                 config_bytes: bytes = b"", quorum_sync: bool = False,
+                 counters: ZabCounters | None = None):
         assert my_sid in voters, "only a voter leads"
+        self.counters = counters if counters is not None else ZabCounters()
+        self.proposal_sizes = BufferStats()  # Leader.proposalStats: this term's proposals
         self.my_sid = my_sid
         self.voters = voters
         self.quorum = len(voters) // 2 + 1
@@ -313,6 +316,7 @@ class Leader:
         send = fx.send
         sid = li.sid
         mode = self._sync_mode(peer)
+        self.counters.synced(mode)
         if mode == "diff":
             send.append((sid, q.packet(P.DIFF, committed)))
             self._send_history(sid, peer, committed, send)
@@ -394,13 +398,16 @@ class Leader:
         outstanding = self._outstanding
         assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
         outstanding.extend(txns)
+        self.counters.proposal_count += len(txns)
         if not self.learners:
             return Effects(txns)
         followers = [li.sid for li in self.learners.values() if li.forwarding and not li.observer]
         if not followers:
             return Effects(txns)
         # Each txn is encoded once, and the same bytes go to every follower.
-        wire = b"".join([q.data_packet_bytes(_PROPOSAL, t.zxid, encode_proposal(t)) for t in txns])
+        packets = [q.data_packet_bytes(_PROPOSAL, t.zxid, encode_proposal(t)) for t in txns]
+        self.proposal_sizes.add([len(p) - q.DATA_PACKET_OVERHEAD_BYTES for p in packets])
+        wire = b"".join(packets)
         return Effects(txns, [(sid, wire) for sid in followers])
 
     def on_persisted(self, zxid: int) -> Effects:

@@ -22,7 +22,7 @@ from zkcompat.jute.errors import JuteError
 from zkcompat.tree.digest import DIGEST_VERSION
 from zkcompat.tree.txn import TXN_DIGEST, Txn, decode_txn_at
 from zkcompat.zab.leader import HALF_TICKS_PER_TICK
-from zkcompat.zab.peer import Effects, make_zxid, zxid_epoch
+from zkcompat.zab.peer import Effects, ZabCounters, make_zxid, zxid_epoch
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,9 @@ def decode_proposal(data: bytes | None) -> Txn:
 class Learner:
     def __init__(self, my_sid: int, leader_sid: int, accepted_epoch: int, current_epoch: int,
                  last_logged_zxid: int, *, observer: bool = False, init_limit_ticks: int = 10,
-                 sync_limit_ticks: int = 5, touched=_no_touches):
+                 sync_limit_ticks: int = 5, touched=_no_touches,
+                 counters: ZabCounters | None = None):
+        self.counters = counters if counters is not None else ZabCounters()
         self.my_sid = my_sid
         self.leader_sid = leader_sid
         self.observer = observer
@@ -146,6 +148,8 @@ class Learner:
         if txn.zxid <= self.last_received_zxid:
             return self._abandon(f"proposal 0x{txn.zxid:x} is not after 0x{self.last_received_zxid:x}")
         self.last_received_zxid = txn.zxid
+        if self.phase == "broadcast":  # Follower.processPacket's count: not those of a sync
+            self.counters.learner_proposal_received_count += 1
         self._proposed.append(txn)
         self._unacked.append(txn.zxid)
         return Effects([txn])
@@ -157,6 +161,8 @@ class Learner:
             return self._abandon(f"commit of 0x{pkt.zxid:x} but the next proposal is {head}")
         txn = proposed.popleft()
         self.last_committed_zxid = txn.zxid
+        if self.phase == "broadcast":
+            self.counters.learner_commit_received_count += 1
         return Effects(deliver=[txn])
 
     def _on_inform(self, pkt) -> Effects:
@@ -165,6 +171,8 @@ class Learner:
         if txn.zxid <= self.last_received_zxid:
             return Effects()  # already had it (in our history)
         self.last_received_zxid = self.last_committed_zxid = txn.zxid
+        if self.phase == "broadcast":  # Observer.processPacket counts INFORM as the commit
+            self.counters.learner_commit_received_count += 1
         return Effects([txn], deliver=[txn])
 
     def _on_newleader(self, pkt) -> Effects:

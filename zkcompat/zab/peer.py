@@ -52,3 +52,50 @@ class Effects:
     def __repr__(self) -> str:
         shown = {k: v for k, v in vars(self).items() if v}
         return f"Effects({shown})"
+
+
+class ZabCounters:
+    """ZooKeeper's ServerMetrics counters of the ZAB roles, which the roles add to as they
+    step (no clock needed). One lives as long as the server, across its terms: quorum.py
+    gives each role the server's; a role built without one (a standalone server's Leader,
+    a test's) keeps a private one nobody reports."""
+
+    __slots__ = ("proposal_count", "snap_count", "diff_count",
+                 "learner_proposal_received_count", "learner_commit_received_count")
+
+    def __init__(self):
+        self.proposal_count = 0  # Leader.propose: txns proposed
+        self.snap_count = 0  # LearnerHandler: learners synced by SNAP
+        self.diff_count = 0  # ... and by anything else (DIFF or TRUNC, as ZooKeeper counts)
+        self.learner_proposal_received_count = 0  # Follower: PROPOSALs in broadcast
+        self.learner_commit_received_count = 0  # Follower: COMMITs; Observer: INFORMs
+
+    def synced(self, mode: str) -> None:
+        if mode == "snap":
+            self.snap_count += 1
+        else:
+            self.diff_count += 1
+
+
+class BufferStats:
+    """The last, smallest and largest of some sizes since start or reset, -1 before the
+    first (ZooKeeper's quorum.BufferStats: the leader's proposal sizes)."""
+
+    __slots__ = ("last", "min", "max")
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.last = self.min = self.max = -1
+
+    def add(self, sizes: list[int]) -> None:
+        self.last = sizes[-1]
+        low, high = min(sizes), max(sizes)
+        if self.min == -1 or low < self.min:
+            self.min = low
+        if high > self.max:
+            self.max = high
+
+    def __str__(self) -> str:
+        return f"{self.last}/{self.min}/{self.max}"
