@@ -44,6 +44,7 @@ class Term:
         self.reason = ""
         self.pipeline: Pipeline | None = None
         self.conns: dict[int, QuorumConnection] = {}
+        self.quorum_stats = peer.ctx.stats.quorum  # the role's pipeline times into it
 
     # -- QuorumShell ------------------------------------------------------------------
 
@@ -103,11 +104,14 @@ class QuorumPeer:
         ctx.quorum_config = self.config_bytes  # conf prints the membership
         self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng)
         self.state = ServerState.LOOKING
+        self.sync_started: float | None = None  # a learner's term: its LEADERINFO arrived
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 self.state = ServerState.LOOKING
+                self.ctx.stats.quorum.looking(loop.time())
                 read_only = self._read_only_later()
                 try:
                     vote = await self.elector.elect(self.tree.last_processed_zxid,
@@ -175,7 +179,8 @@ class QuorumPeer:
         leader = Leader(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
                         self.tree.last_processed_zxid, LogHistory(self.datadir.txnlog),
                         init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
-                        config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync)
+                        config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync,
+                        counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
         # Accepted, not yet identified by FOLLOWERINFO: closed with the term all the same
         # (ZooKeeper's LearnerHandler joins the leader's learners before it reads one), or
@@ -232,11 +237,16 @@ class QuorumPeer:
         target = cfg.servers[leader_sid]
         learner = Learner(self.sid, leader_sid, self.epochs.accepted, self.epochs.current,
                           self.tree.last_processed_zxid, observer=self.observer,
-                          init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit)
+                          init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
+                          counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, learner, term)
         learner.touched = pipeline.touched
+        self.sync_started = None
+        loop = asyncio.get_running_loop()
 
         def on_packets(conn, pkts, snap_tree):
+            if self.sync_started is None:  # LEADERINFO: discovery is over, sync begins
+                self.sync_started = loop.time()
             if snap_tree is not None:
                 pipeline.obey(learner.step(pkts[0], snap_tree))
                 return
@@ -303,7 +313,11 @@ class QuorumPeer:
                                             self.epochs.current, v.state))
         if pipeline.leading:
             ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms))
-        log.info("event=serving mode=%s zxid=0x%x", ctx.mode, self.tree.last_processed_zxid)
+        unavailable_ms, sync_ms = ctx.stats.quorum.serving(
+            asyncio.get_running_loop().time(), pipeline.leading, self.observer, self.sync_started)
+        log.info("event=serving mode=%s zxid=0x%x unavailable_ms=%d%s", ctx.mode,
+                 self.tree.last_processed_zxid, unavailable_ms,
+                 "" if sync_ms is None else f" sync_ms={sync_ms}")
 
     async def _end_term(self, term: Term) -> None:
         ctx = self.ctx

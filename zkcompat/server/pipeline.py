@@ -57,6 +57,8 @@ class PipelineStats:
 class QuorumShell:
     """What a pipeline asks of the server around it when it is part of an ensemble."""
 
+    quorum_stats = None  # the server's stats.QuorumStats: the ensemble pipelines time into it
+
     def write_epochs(self, accepted: int | None, current: int | None) -> None: ...
 
     def install(self, what) -> None: ...

@@ -7,6 +7,7 @@ import collections
 import time
 
 from zkcompat.jute.constants import OpCode
+from zkcompat.zab.peer import ZabCounters
 
 # FinalRequestProcessor's lastOp names.
 OP_NAMES = {
@@ -66,6 +67,7 @@ class ServerStats:
         self.read_recent = collections.deque(maxlen=SUMMARY_RECENT_MAX)
         self.snapshot_time = Summary()  # snapshottime, ms
         self.election_time = Summary()  # election_time, ms
+        self.quorum = QuorumStats()  # an ensemble member's ZAB counters and timings
         self.commit_count = 0  # commit_count: txns committed while leading an ensemble
         self.log = None  # the TxnLog
         self._before_reset = (0, 0)  # latency's count and total before the resets
@@ -187,3 +189,88 @@ class Summary:
                     out.append(float(mean))
                     break
         return out
+
+
+class QuorumStats:
+    """The ensemble's part of ServerMetrics, kept for the server's life across its terms.
+    The ZAB roles count into `counters` as they step (they have no clock); the asyncio
+    shell around them times what needs a clock: quorum.py the member's own phases (LOOKING,
+    a learner's sync, the time without a serving role), and the ensemble roles' pipelines
+    (server/roles.py) each txn's latency from its time (the leader's wall clock when its
+    prep made it) to its proposal, ACK and commit here, one (sum, n) per batch as the
+    request latencies are. A standalone server records none of it, as ZooKeeper's has no
+    Leader or Learner to. Times in ms."""
+
+    def __init__(self):
+        self.counters = ZabCounters()
+        self.looking_count = 0  # QuorumPeer.run: each time the member starts LOOKING
+        # Per txn (ADVANCED summaries): Follower.processPacket's PROPOSAL (broadcast);
+        # the ACK made once the txn is durable, the leader's own too (Ack- and
+        # SendAckRequestProcessor); the leader's commit, once a quorum has ACKed; a learner's
+        # commit (COMMIT, or an observer's INFORM); and its apply on any ensemble member
+        # (FinalRequestProcessor), which here follows the commit at once.
+        self.proposal_latency = Summary()
+        self.proposal_ack_creation_latency = Summary()
+        self.quorum_ack_latency = Summary()
+        self.commit_propagation_latency = Summary()
+        self.propagation_latency = Summary()
+        # Per phase (BASIC): a learner's sync, LEADERINFO to UPTODATE (Follower.followLeader,
+        # Observer.observeLeader); the time from leaving a serving role (or start) to serving
+        # again (QuorumPeer.setZabState(BROADCAST)), and that of the ones that end leading.
+        self.follower_sync_time = Summary()
+        self.observer_sync_time = Summary()
+        self.unavailable_time = Summary()
+        self.leader_unavailable_time = Summary()
+        self._unavailable_since: float | None = None  # the loop's clock, s
+        self.leading_since: float | None = None  # Leader.leaderStartTime (leader_uptime)
+
+    def looking(self, now_s: float) -> None:
+        self.looking_count += 1
+        if self._unavailable_since is None:
+            self._unavailable_since = now_s
+
+    def serving(self, now_s: float, leading: bool, observer: bool,
+                sync_started_s: float | None) -> tuple[int, int | None]:
+        """A role starts serving: the time it was unavailable and, for a learner, the time
+        its sync took (both ms, for the log too)."""
+        unavailable_ms = 0
+        if self._unavailable_since is not None:
+            unavailable_ms = round((now_s - self._unavailable_since) * 1000)
+            self._unavailable_since = None
+            self.unavailable_time.observe(unavailable_ms)
+            if leading:
+                self.leader_unavailable_time.observe(unavailable_ms)
+        if leading:
+            self.leading_since = now_s
+            return unavailable_ms, None
+        if sync_started_s is None:
+            return unavailable_ms, None
+        sync_ms = round((now_s - sync_started_s) * 1000)
+        (self.observer_sync_time if observer else self.follower_sync_time).observe(sync_ms)
+        return unavailable_ms, sync_ms
+
+    def leader_uptime_ms(self, now_s: float) -> int:
+        return 0 if self.leading_since is None else round((now_s - self.leading_since) * 1000)
+
+
+def observe_since(summary: Summary, txns, now_ms: int) -> tuple[int, int]:
+    """Each txn's latency from its time to now_ms into `summary`, as one (sum, n) entry;
+    a negative one (the leader's clock ahead of ours) is dropped, as Request.logLatency
+    drops it. Returns what it added, for a second summary of the same moment."""
+    total = n = 0
+    for txn in txns:
+        latency = now_ms - txn.hdr.time
+        if latency >= 0:
+            total += latency
+            n += 1
+    if n:
+        add_observed(summary, (total, n))
+    return total, n
+
+
+def add_observed(summary: Summary, observed: tuple[int, int]) -> None:
+    total, n = observed
+    if n:
+        summary.count += n
+        summary.total += total
+        summary.recent.append(observed)
