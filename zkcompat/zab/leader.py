@@ -265,6 +265,7 @@ class Leader:
             # The first ACK after NEWLEADER acknowledges NEWLEADER itself.
             fx = Effects()
             li.phase = "synced"
+            log.info("event=learner_synced sid=%d observer=%s", li.sid, li.observer)
             if li.observer:
                 self._send_uptodate(li, fx)
                 return fx
