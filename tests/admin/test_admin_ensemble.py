@@ -1,11 +1,14 @@
-"""The ensemble commands (leader, voting_view, zabstate, observers, monitor's leader rows)
-and the leader's metrics, on one zkcompat ensemble of three voters and an observer, each
+"""The ensemble commands (leader, voting_view, zabstate, observers, monitor's role rows)
+and each role's metrics, on one zkcompat ensemble of three voters and an observer, each
 member with its own AdminServer and /metrics port. The shapes are ZooKeeper 3.9's
 (Commands.java: LeaderCommand, VotingViewCommand.QuorumServerView, ZabStateCommand,
-SyncedObserverConsCommand, LearnerHandler.getLearnerHandlerInfo)."""
+SyncedObserverConsCommand, LearnerHandler.getLearnerHandlerInfo); the metrics are
+ServerMetrics' ZAB ones and the gauges Leader-, Follower- and QuorumZooKeeperServer
+register. test_admin_mixed.py compares the same with ZooKeeper 3.8's own members."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,15 +168,89 @@ def test_monitor_leader_rows(ensemble, written):
     leader = the_leader(written)
     monitor = leader.get("monitor")
     assert monitor["server_state"] == "leader"
+    assert monitor["peer_state"] == "leading - broadcast"
     assert monitor["learners"] == VOTERS - 1 + OBSERVERS
     assert monitor["synced_followers"] == VOTERS - 1
     assert monitor["synced_observers"] == OBSERVERS
     assert monitor["commit_count"] >= WRITES
+    assert monitor["proposal_count"] >= WRITES
+    assert monitor["quorum_size"] == VOTERS  # QuorumPeer.getQuorumSize: the voters
+    assert monitor["leader_uptime"] > 0
+    # every learner synced once (empty histories: DIFF), none by SNAP
+    assert (monitor["snap_count"], monitor["diff_count"]) == (0, VOTERS - 1 + OBSERVERS)
+    assert 0 < monitor["min_proposal_size"] <= monitor["max_proposal_size"]
+    assert monitor["min_proposal_size"] <= monitor["last_proposal_size"]
+    # each txn's own ACK and the quorum's, on the leader only
+    assert monitor["cnt_quorum_ack_latency"] >= WRITES
+    assert monitor["cnt_proposal_ack_creation_latency"] >= WRITES
+    assert monitor["cnt_propagation_latency"] >= WRITES
+    assert monitor["cnt_proposal_latency"] == monitor["cnt_commit_propagation_latency"] == 0
+    assert monitor["cnt_leader_unavailable_time"] == monitor["cnt_unavailable_time"] == 1
     for m in members:
         if m is not leader:
             answer = m.get("monitor")
             assert answer["server_state"] in ("follower", "observer")
             assert "learners" not in answer and answer["commit_count"] == 0
+            assert answer["proposal_count"] == 0 and "leader_uptime" not in answer
+
+
+def test_monitor_learner_rows(ensemble, written):
+    ens, members = ensemble
+    leader = the_leader(written)
+    for m in members:
+        if m is leader:
+            continue
+        answer = m.get("monitor")
+        observer = ens.members[m.sid].observer
+        assert answer["quorum_size"] == VOTERS
+        assert answer["cnt_unavailable_time"] == 1 and answer["cnt_leader_unavailable_time"] == 0
+        assert answer["cnt_commit_propagation_latency"] >= WRITES
+        assert answer["cnt_propagation_latency"] >= WRITES
+        assert answer["learner_commit_received_count"] >= WRITES
+        assert answer["cnt_quorum_ack_latency"] == 0
+        if observer:
+            # ObserverZooKeeperServer: no synced_observers; INFORMs, never PROPOSALs
+            assert answer["peer_state"] == "observing - broadcast"
+            assert answer["observer_master_id"] == leader.sid
+            assert "synced_observers" not in answer
+            assert (answer["cnt_observer_sync_time"], answer["cnt_follower_sync_time"]) == (1, 0)
+            assert answer["learner_proposal_received_count"] == 0
+            assert answer["cnt_proposal_latency"] == 0
+            assert answer["cnt_proposal_ack_creation_latency"] == 0
+        else:
+            assert answer["peer_state"] == "following - broadcast"
+            assert "observer_master_id" not in answer
+            assert "synced_observers" not in answer  # null without an ObserverMaster: left out
+            assert (answer["cnt_follower_sync_time"], answer["cnt_observer_sync_time"]) == (1, 0)
+            assert answer["learner_proposal_received_count"] >= WRITES
+            assert answer["cnt_proposal_latency"] >= WRITES
+            assert answer["cnt_proposal_ack_creation_latency"] >= WRITES
+
+
+def srvr(m: Member, ens) -> str:
+    with socket.create_connection((HOST, ens.members[m.sid].client_port), timeout=10) as s:
+        s.sendall(b"srvr")
+        return b"".join(iter(lambda: s.recv(65536), b"")).decode()
+
+
+def test_the_leaders_proposal_sizes(ensemble, written):
+    ens, members = ensemble
+    leader = the_leader(written)
+    monitor = leader.get("monitor")
+    sizes = (f"{monitor['last_proposal_size']}/{monitor['min_proposal_size']}/"
+             f"{monitor['max_proposal_size']}")
+    assert srvr(leader, ens).endswith(f"Proposal sizes last/min/max: {sizes}\n")
+    stats = leader.get("server_stats")
+    # SrvrCommand puts proposal_stats after the server's stats, before node_count
+    assert list(stats) == ["version", "read_only", "server_stats", "proposal_stats", "node_count",
+                           "command", "error"]
+    assert stats["proposal_stats"] == {"last_buffer_size": monitor["last_proposal_size"],
+                                       "min_buffer_size": monitor["min_proposal_size"],
+                                       "max_buffer_size": monitor["max_proposal_size"]}
+    for m in members:
+        if m is not leader:
+            assert "Proposal sizes" not in srvr(m, ens)
+            assert "proposal_stats" not in m.get("server_stats")
 
 
 def test_leader_metrics(ensemble, written):
@@ -183,11 +260,22 @@ def test_leader_metrics(ensemble, written):
     assert value(metrics, "learners") == VOTERS - 1 + OBSERVERS
     assert value(metrics, "synced_followers") == VOTERS - 1
     assert value(metrics, "synced_observers") == OBSERVERS
-    assert value(metrics, "quorum_size") == VOTERS // 2 + 1
+    assert value(metrics, "quorum_size") == VOTERS
     assert value(metrics, "commit_count") >= WRITES
+    assert value(metrics, "leader_uptime") > 0
+    assert value(metrics, "quorum_ack_latency_count") >= WRITES
+    assert value(metrics, "proposal_count") >= WRITES
     for m in members:
         metrics = scrape(m)
         assert value(metrics, "election_time_count") >= 1, m.sid
+        assert value(metrics, "looking_count") >= 1, m.sid
         assert value(metrics, "znode_count") >= WRITES
+        assert value(metrics, "quorum_size") == VOTERS
+        assert "peer_state" not in metrics and "observer_master_id" not in metrics
         if m is not leader:
             assert "learners" not in metrics and "synced_followers" not in metrics
+            assert "leader_uptime" not in metrics
+            assert value(metrics, "commit_propagation_latency_count") >= WRITES
+        if not ens.members[m.sid].observer and m is not leader:
+            assert value(metrics, "synced_observers") == 0  # null reads 0, as ZooKeeper's
+            assert value(metrics, "proposal_latency_count") >= WRITES

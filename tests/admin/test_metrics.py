@@ -41,12 +41,26 @@ ZOOKEEPER_GAUGES = {
     "max_proposal_size",
 }
 # ServerMetrics.java: getCounter(...) names this server has.
-ZOOKEEPER_COUNTERS = {"commit_count", "digest_mismatches_count"}
+ZOOKEEPER_COUNTERS = {"commit_count", "digest_mismatches_count", "proposal_count",
+                      "learner_proposal_received_count", "learner_commit_received_count",
+                      "snap_count", "diff_count", "looking_count"}
 # ServerMetrics.java: getSummary(name, level), True for DetailLevel.ADVANCED.
 ZOOKEEPER_SUMMARIES = {
     "readlatency": True, "updatelatency": True, "fsynctime": False,
     "sync_processor_batch_size": False, "snapshottime": False, "election_time": False,
+    "proposal_latency": True, "proposal_ack_creation_latency": True,
+    "quorum_ack_latency": True, "commit_propagation_latency": True,
+    "propagation_latency": True, "follower_sync_time": False, "observer_sync_time": False,
+    "unavailable_time": False, "leader_unavailable_time": False,
 }
+# Those of the ZAB roles: a standalone server has them all, and none moves (no Leader).
+ENSEMBLE_ONLY = {"proposal_count", "learner_proposal_received_count",
+                 "learner_commit_received_count", "snap_count", "diff_count", "looking_count",
+                 "election_time_count", "proposal_latency_count",
+                 "proposal_ack_creation_latency_count", "quorum_ack_latency_count",
+                 "commit_propagation_latency_count", "propagation_latency_count",
+                 "follower_sync_time_count", "observer_sync_time_count",
+                 "unavailable_time_count", "leader_unavailable_time_count"}
 # What a Grafana dashboard of a standalone server reads first.
 REQUIRED_GAUGES = {"znode_count", "watch_count", "num_alive_connections",
                    "outstanding_requests", "approximate_data_size", "ephemerals_count",
@@ -161,6 +175,7 @@ def test_values_follow_traffic(scrapes):
             v = after[name][1][f"{name}{{quantile={q}}}"]
             assert not math.isnan(v) and 0 <= v < 10_000, (name, v)
     assert value(after, "commit_count") == 0  # standalone: no Leader, as ZooKeeper
+    assert {n: value(after, n) for n in ENSEMBLE_ONLY} == dict.fromkeys(ENSEMBLE_ONLY, 0)
     assert value(after, "packets_received") > value(before, "packets_received")
     assert value(after, "uptime") > value(before, "uptime")
     assert 0 <= value(after, "zkcompat_event_loop_max_stall_ms") < 60_000

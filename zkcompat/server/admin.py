@@ -3,6 +3,7 @@ text formats (gated by 4lw.commands.whitelist exactly as ZooKeeper gates them; s
 always allowed: `zkServer.sh status` depends on it), the AdminServer (adminhttp.py) returns
 the same facts as ZooKeeper's JSON, and the Prometheus collector (metrics.py) reads them."""
 
+import asyncio
 import getpass
 import os
 import resource
@@ -21,6 +22,9 @@ VERSION_LINE = f"3.9.0-zkcompat-{zkcompat.__version__}, built on zkcompat"
 TRACE_MASK_DEFAULT = 306
 # QuorumPeer.ZabState, as the zabstate command names them (DISCOVERY is not told apart).
 ZAB_ELECTION, ZAB_SYNCHRONIZATION, ZAB_BROADCAST = "election", "synchronization", "broadcast"
+# QuorumPeer.getDetailedPeerState's first word: the ServerState, by srvr's mode.
+PEER_STATES = {"leader": "leading", "follower": "following", "observer": "observing",
+               "looking": "looking", "read-only": "looking"}
 
 
 def _hex(v: int) -> str:
@@ -180,19 +184,50 @@ class Admin:
         """The leader's LearnerInfo of every learner connected to it."""
         return list(self._pipeline.peer.learners.values()) if self.leading else []
 
-    def leader_gauges(self) -> list[tuple[str, int]]:
-        """The leader's gauges (LeaderZooKeeperServer.registerMetrics)."""
-        if not self.leading:
+    def role_values(self) -> list[tuple[str, object]]:
+        """What an ensemble member's role adds: QuorumZooKeeperServer.dumpMonitorValues
+        (peer_state) and ObserverZooKeeperServer's (observer_master_id); the role's gauges
+        come in role_gauges."""
+        member = self.member
+        if member is None:
             return []
-        learners = self.learners()
-        synced = [li for li in learners if li.phase == "uptodate"]
-        return [
-            ("learners", len(learners)),
-            ("synced_followers", sum(1 for li in synced if not li.observer)),
-            ("synced_non_voting_followers", 0),  # every follower here votes
-            ("synced_observers", sum(1 for li in synced if li.observer)),
-            ("pending_syncs", sum(len(v) for v in self._pipeline.peer._pending_syncs.values())),
-        ]
+        peer_state = PEER_STATES[self.server.mode]  # QuorumPeer.getDetailedPeerState
+        if self.zab_state() != ZAB_ELECTION:
+            peer_state += f" - {self.zab_state()}"
+        rows: list[tuple[str, object]] = [("peer_state", peer_state)]
+        if self.server.mode == "observer":
+            rows.append(("observer_master_id", member.vote.leader))  # no ObserverMasters here
+        return rows
+
+    def role_gauges(self) -> list[tuple[str, object]]:
+        """The gauges the role registers: QuorumZooKeeperServer's quorum_size (the voters,
+        QuorumPeer.getQuorumSize), and LeaderZooKeeperServer's or FollowerZooKeeperServer's
+        (synced_observers: those a follower serves as ObserverMaster, which none does here:
+        null, as ZooKeeper's; mntr leaves a null gauge out, Prometheus reads it as 0)."""
+        member = self.member
+        if member is None:
+            return []
+        rows: list[tuple[str, object]] = []
+        if self.leading:
+            leader = self._pipeline.peer
+            learners = self.learners()
+            synced = [li for li in learners if li.phase == "uptodate"]
+            now = asyncio.get_running_loop().time()
+            rows += [
+                ("learners", len(learners)),
+                ("synced_followers", sum(1 for li in synced if not li.observer)),
+                ("synced_non_voting_followers", 0),  # every follower here votes
+                ("synced_observers", sum(1 for li in synced if li.observer)),
+                ("pending_syncs", leader.pending_sync_count),
+                ("leader_uptime", self.server.stats.quorum.leader_uptime_ms(now)),
+                ("last_proposal_size", leader.proposal_sizes.last),
+                ("max_proposal_size", leader.proposal_sizes.max),
+                ("min_proposal_size", leader.proposal_sizes.min),
+            ]
+        elif self.server.mode == "follower":
+            rows.append(("synced_observers", None))
+        rows.append(("quorum_size", len(member.config.voters)))
+        return rows
 
     def monitor_values(self, data_size_max_age_s: float = 0.0) -> list[tuple[str, object]]:
         """mntr and the monitor command: ZooKeeperServer.dumpMonitorValues (version, state),
@@ -203,6 +238,7 @@ class Admin:
         return [
             ("version", VERSION_LINE),
             ("server_state", self.server.mode),
+            *self.role_values(),
             ("ephemerals_count", self.ephemerals_count()),
             ("num_alive_connections", len(self.server.connections)),
             ("avg_latency", round(st.latency.avg, 4)),
@@ -220,7 +256,7 @@ class Admin:
             ("approximate_data_size", self.approximate_data_size(data_size_max_age_s)),
             ("uptime", self.uptime_ms()),
             ("digest_mismatches_count", p.stats.digest_mismatches),
-            *self.leader_gauges(),
+            *self.role_gauges(),
         ]
 
     def zab_state(self) -> str:
@@ -246,7 +282,8 @@ class Admin:
             f"Zxid: 0x{self._pipeline.tree.last_processed_zxid:x}\n"
             f"Mode: {self.server.mode}\n"
             f"Node count: {self.node_count()}\n"
-        )
+        ) + (f"Proposal sizes last/min/max: {self._pipeline.peer.proposal_sizes}\n"
+             if self.leading else "")
 
     def ruok(self, cnxn) -> str:
         return "imok"
@@ -275,6 +312,8 @@ class Admin:
 
     def srst(self, cnxn) -> str:
         self.server.stats.reset()
+        if self.leading:  # StatResetCommand: the leader's proposal sizes too
+            self._pipeline.peer.proposal_sizes.reset()
         return "Server stats reset.\n"
 
     def conf(self, cnxn) -> str:
@@ -341,8 +380,13 @@ class Admin:
     def envi(self, cnxn) -> str:
         return "Environment:\n" + "".join(f"{k}={v}\n" for k, v in self.environment())
 
+    def monitor_rows(self) -> list[tuple[str, object]]:
+        """monitor_values as mntr and the monitor command list them: DefaultMetricsProvider
+        .dump leaves out a gauge without a value."""
+        return [(k, v) for k, v in self.monitor_values() if v is not None]
+
     def mntr(self, cnxn) -> str:
-        rows = self.monitor_values()
+        rows = self.monitor_rows()
         # 3.4's name for the learner count, which tools still read.
         rows += [("followers", v) for k, v in rows if k == "learners"]
         rows += monitor_summaries(self.server)

@@ -163,7 +163,7 @@ class AdminHttp:
                 "leader_ip": leader.host if leader is not None else ""}
 
     def monitor(self, kwargs) -> dict:
-        rows = self.admin.monitor_values() if self._serving() else []
+        rows = self.admin.monitor_rows() if self._serving() else []
         return dict(rows + monitor_summaries(self.server))
 
     def observer_connection_stat_reset(self, kwargs) -> dict:
@@ -180,7 +180,7 @@ class AdminHttp:
         st = self.server.stats
         data, logs = self.admin.dir_sizes()
         lat = st.latency
-        return {
+        out = {
             "version": VERSION_LINE,
             "read_only": bool(self.server.pipeline.read_only),
             "server_stats": {
@@ -201,8 +201,14 @@ class AdminHttp:
                 "non_mtlsremote_conn_count": 0,  # no client certificates are required here
                 "non_mtlslocal_conn_count": 0,
             },
-            "node_count": self.admin.node_count(),
         }
+        if self.admin.leading:  # the leader's BufferStats of its proposals
+            sizes = self.server.pipeline.peer.proposal_sizes
+            out["proposal_stats"] = {"last_buffer_size": sizes.last,
+                                     "min_buffer_size": sizes.min,
+                                     "max_buffer_size": sizes.max}
+        out["node_count"] = self.admin.node_count()
+        return out
 
     def stats(self, kwargs) -> dict:
         out = self.server_stats(kwargs)

@@ -11,6 +11,7 @@ prometheus_client would append.
 """
 
 import math
+from operator import attrgetter
 
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -33,7 +34,9 @@ LOOP_STALL_GAUGE = "zkcompat_event_loop_max_stall_ms"
 # often, so a 15 s scrape of a million znodes costs one ~50 ms walk a minute.
 DATA_SIZE_MAX_AGE_S = 60.0
 
-# (name, ServerStats attribute, ADVANCED?) - ServerMetrics' getSummary(name, level).
+# (name, ServerStats attribute, ADVANCED?) - ServerMetrics' getSummary(name, level). Every
+# server has every one, as ZooKeeper's ServerMetrics has; the ensemble's stay empty on a
+# standalone server, and each member fills those of the roles it plays (stats.QuorumStats).
 SUMMARIES = (
     ("readlatency", "read_latency", True),
     ("updatelatency", "update_latency", True),
@@ -41,22 +44,50 @@ SUMMARIES = (
     ("sync_processor_batch_size", "sync_batch_size", False),
     ("snapshottime", "snapshot_time", False),
     ("election_time", "election_time", False),
+    ("proposal_latency", "quorum.proposal_latency", True),
+    ("proposal_ack_creation_latency", "quorum.proposal_ack_creation_latency", True),
+    ("quorum_ack_latency", "quorum.quorum_ack_latency", True),
+    ("commit_propagation_latency", "quorum.commit_propagation_latency", True),
+    ("propagation_latency", "quorum.propagation_latency", True),
+    ("follower_sync_time", "quorum.follower_sync_time", False),
+    ("observer_sync_time", "quorum.observer_sync_time", False),
+    ("unavailable_time", "quorum.unavailable_time", False),
+    ("leader_unavailable_time", "quorum.leader_unavailable_time", False),
 )
-# The monitor values that are ZooKeeper gauges (version and server_state are strings, and
-# digest_mismatches_count is a counter).
-_NOT_GAUGES = frozenset({"version", "server_state", "digest_mismatches_count"})
+# (name, ServerStats attribute) - ServerMetrics' getCounter(name), but digest_mismatches_count,
+# which the term's pipeline keeps.
+COUNTERS = (
+    ("commit_count", "commit_count"),
+    ("proposal_count", "quorum.counters.proposal_count"),
+    ("learner_proposal_received_count", "quorum.counters.learner_proposal_received_count"),
+    ("learner_commit_received_count", "quorum.counters.learner_commit_received_count"),
+    ("snap_count", "quorum.counters.snap_count"),
+    ("diff_count", "quorum.counters.diff_count"),
+    ("looking_count", "quorum.looking_count"),
+)
+_SUMMARY_OF = [(name, attrgetter(attr), advanced) for name, attr, advanced in SUMMARIES]
+_COUNTER_OF = [(name, attrgetter(attr)) for name, attr in COUNTERS]
+# The monitor values that are not ZooKeeper gauges: dumpMonitorValues' own (version,
+# server_state, peer_state, observer_master_id), and a counter.
+_NOT_GAUGES = frozenset({"version", "server_state", "peer_state", "observer_master_id",
+                         "digest_mismatches_count"})
 
 
 def summaries(server) -> list[tuple[str, Summary, bool]]:
     st = server.stats
-    return [(name, getattr(st, attr), advanced) for name, attr, advanced in SUMMARIES]
+    return [(name, get(st), advanced) for name, get, advanced in _SUMMARY_OF]
+
+
+def counters(server) -> list[tuple[str, int]]:
+    st = server.stats
+    return [(name, get(st)) for name, get in _COUNTER_OF]
 
 
 def monitor_summaries(server) -> list[tuple[str, object]]:
     """The summaries as mntr and the monitor command list them (avg_, min_, max_, cnt_,
     sum_ and, for ADVANCED ones, p50_ ... p999_), and the counters beside them."""
     _note_snapshot(server)
-    rows: list[tuple[str, object]] = [("commit_count", server.stats.commit_count)]
+    rows: list[tuple[str, object]] = counters(server)
     for name, s, advanced in summaries(server):
         rows += [(f"avg_{name}", round(s.avg, 4)), (f"min_{name}", s.min),
                  (f"max_{name}", s.max), (f"cnt_{name}", s.count),
@@ -89,11 +120,12 @@ class ZooKeeperCollector:
         if server.serving and server.pipeline is not None:
             for name, value in server.admin.monitor_values(DATA_SIZE_MAX_AGE_S):
                 if name not in _NOT_GAUGES:
-                    yield _gauge(name, value)
+                    # PrometheusGaugeWrapper.sample: a gauge with no value (a follower's
+                    # synced_observers without an ObserverMaster) reads 0
+                    yield _gauge(name, 0 if value is None else value)
             yield _counter("digest_mismatches_count", server.pipeline.stats.digest_mismatches)
-        if server.config.is_ensemble:
-            yield _gauge("quorum_size", server.config.quorum_size)
-        yield _counter("commit_count", server.stats.commit_count)
+        for name, value in counters(server):
+            yield _counter(name, value)
         for name, s, advanced in summaries(server):
             qs = QUANTILES_ADVANCED if advanced else QUANTILES_BASIC
             family = SummaryMetricFamily(name, name, count_value=s.count, sum_value=s.total)
