@@ -135,8 +135,12 @@ def test_zabstate(ensemble, written):
                                 "zab_counter", "zabstate", "command", "error"]
         assert answer["myid"] == m.sid
         assert answer["is_leader"] is (m is leader)
-        assert answer["quorum_address"] == f"{HOST}:{em.quorum_port}"
-        assert answer["election_address"] == f"{HOST}:{em.election_port}"
+        # a MultipleAddresses as Jackson writes it (test_admin_mixed.py: as ZooKeeper's)
+        for key, port in (("quorum_address", em.quorum_port),
+                          ("election_address", em.election_port)):
+            assert answer[key]["all_addresses"] == [f"{HOST}:{port}"]
+            assert answer[key]["one"] == answer[key]["reachable_or_one"] == f"{HOST}:{port}"
+            assert answer[key]["wildcard_addresses"] == [f"0.0.0.0:{port}"]
         assert answer["client_address"] == f"{HOST}:{em.client_port}"
         assert answer["voting"] is (not em.observer)
         assert answer["zabstate"] == "broadcast"

@@ -141,6 +141,10 @@ class AdminHttp:
                             for z, v, d in self.server.digest_log]}
 
     def initial_configuration(self, kwargs) -> dict:
+        """The zoo.cfg text; null on an ensemble member, as ZooKeeper's: QuorumPeerMain
+        never calls QuorumPeer.setInitialConfig, so its servers are built with null."""
+        if self.admin.member is not None:
+            return {"initial_configuration": None}
         return {"initial_configuration": self.initial_config}
 
     def is_read_only(self, kwargs) -> dict:
@@ -281,8 +285,8 @@ class AdminHttp:
         return {
             "myid": cfg.server_id,
             "is_leader": self.admin.leading,
-            "quorum_address": f"{me.host}:{me.quorum_port}",
-            "election_address": f"{me.host}:{me.election_port}",
+            "quorum_address": _multiple_addresses(me.host, me.quorum_port),
+            "election_address": _multiple_addresses(me.host, me.election_port),
             "client_address": f"{cfg.client_port_address}:{cfg.client_port}",
             "voting": cfg.server_id in cfg.voters,
             "last_zxid": f"0x{zxid:x}",
@@ -290,6 +294,19 @@ class AdminHttp:
             "zab_counter": zxid & 0xFFFFFFFF,
             "zabstate": self.admin.zab_state(),
         }
+
+
+def _multiple_addresses(host: str, port: int) -> dict:
+    """ZabStateCommand's quorum_address and election_address: a MultipleAddresses (3.8 and
+    3.9 put the object itself) as Jackson writes it, every getter in the order 3.8's answer
+    has them, an address as InetSocketAddressSerializer writes it (host:port). One's own
+    address is reachable."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return {"empty": False, "all_addresses": [address], "all_reachable_addresses": [address],
+            "one": address, "reachable_address": address,
+            "wildcard_addresses": [f"0.0.0.0:{port}"], "all_ports": [port],
+            "all_host_strings": [host], "all_reachable_addresses_or_all": [address],
+            "reachable_or_one": address}
 
 
 def _learner_info(li, conn) -> dict:
