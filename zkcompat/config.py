@@ -660,11 +660,11 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
 
 
 def _security_key(key: str) -> bool:
-    """secureClientPort[Address], ssl.*, authProvider.N and serverCnxnFactory: read by
-    _setup_security."""
+    """secureClientPort[Address], ssl.*, authProvider.N, serverCnxnFactory and the x509
+    superUser: read by _setup_security."""
     bare = key.removeprefix(security.PROPERTY_PREFIX)
     return (security.ssl_key(key) is not None or bare.startswith(security.AUTH_PROVIDER_PREFIX)
-            or key in _SECURITY_KEYS)
+            or key in _SECURITY_KEYS or bare == security.X509_SUPER_USER)
 
 
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory")
@@ -693,3 +693,11 @@ def _setup_security(cfg: Config, props: Mapping[str, str]) -> None:
             cfg.tls = security.tls_settings(props)
     except security.SettingError as e:
         raise ConfigError(str(e)) from None
+    if cfg.tls is not None:
+        # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.
+        from zkcompat.security import tls  # noqa: PLC0415 - only a secure server needs it
+
+        try:
+            tls.server_context(cfg.tls)
+        except tls.TlsSetupError as e:
+            raise ConfigError(str(e)) from None

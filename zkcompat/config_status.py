@@ -6,8 +6,9 @@ a system property without its "zookeeper." prefix (ZooKeeper turns an unknown zo
 into the system property zookeeper.K). `obeyed` is None when zkcompat lacks the setting
 whatever its value, or says which values zkcompat obeys anyway because it always behaves
 that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
-`reconfigEnabled=true` is not implemented. The TLS settings (secureClientPort, ssl.*,
-authProvider.N, serverCnxnFactory) belong to the security work and are not listed here.
+`reconfigEnabled=true` is not implemented. The TLS settings zkcompat obeys (secureClientPort,
+ssl.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser) are read by
+zkcompat.security and are not listed here; the ssl.* ones it does not obey are.
 """
 
 from collections.abc import Callable
@@ -37,7 +38,9 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
-_SECURITY = "needs SASL or TLS, which zkcompat does not have (issue 17)"
+_NO_SASL = "zkcompat has no SASL yet (issue 17)"
+_NO_QUORUM_SECURITY = "no TLS or SASL between servers yet (issue 17)"
+_TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
 _THROTTLE = "zkcompat has no such throttle (issue 17, limits under abuse)"
 
 UNSUPPORTED: tuple[Unsupported, ...] = (
@@ -85,8 +88,8 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("tcpKeepAlive", "false", None, "quorum sockets keep asyncio's defaults"),
     Unsupported("clientTcpKeepAlive", "false", None, "client sockets keep asyncio's defaults"),
     Unsupported("netty.advancedFlowControl.enabled", "false", None, _NO_JVM),
-    Unsupported("netty.server.outstandingHandshake.limit", "-1", None, _SECURITY),
-    Unsupported("netty.server.earlyDropSecureConnectionHandshakes", "true", None, _SECURITY),
+    Unsupported("netty.server.outstandingHandshake.limit", "-1", None, _TLS_LACKS),
+    Unsupported("netty.server.earlyDropSecureConnectionHandshakes", "true", None, _TLS_LACKS),
     Unsupported("enableEagerACLCheck", "false", None,
                 "ACLs are checked where ZooKeeper's default checks them"),
     Unsupported("skipACL", "no", _is_not("yes"), "ACLs are always checked"),
@@ -153,15 +156,15 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "one address per server"),
     Unsupported("multiAddress.reachabilityCheckEnabled", "true", None, "one address per server"),
     Unsupported("oraclePath", "(unset)", None, "no failure oracle for 2-server ensembles"),
-    Unsupported("sslQuorum", "false", _is("false"), _SECURITY),
-    Unsupported("sslQuorumReloadCertFiles", "false", _is("false"), _SECURITY),
-    Unsupported("portUnification", "false", _is("false"), _SECURITY),
-    Unsupported("quorum.auth.enableSasl", "false", _is("false"), _SECURITY),
-    Unsupported("quorum.auth.serverRequireSasl", "false", _is("false"), _SECURITY),
-    Unsupported("quorum.auth.learnerRequireSasl", "false", _is("false"), _SECURITY),
-    Unsupported("quorum.auth.learner.saslLoginContext", "QuorumLearner", None, _SECURITY),
-    Unsupported("quorum.auth.server.saslLoginContext", "QuorumServer", None, _SECURITY),
-    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None, _SECURITY),
+    Unsupported("sslQuorum", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("sslQuorumReloadCertFiles", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("portUnification", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.enableSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.serverRequireSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.learnerRequireSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.learner.saslLoginContext", "QuorumLearner", None, _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.server.saslLoginContext", "QuorumServer", None, _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None, _NO_QUORUM_SECURITY),
     # -- authentication and audit
     Unsupported("DigestAuthenticationProvider.enabled", "true", _is("true"),
                 "the digest scheme is always on"),
@@ -169,18 +172,25 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "digests are SHA1 only"),
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
-    Unsupported("X509AuthenticationProvider.superUser", "(unset)", None, _SECURITY),
-    Unsupported("superUser", "(unset)", None, _SECURITY),
+    Unsupported("superUser", "(unset)", None, _NO_SASL),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _SECURITY),
-    Unsupported("enforce.auth.enabled", "false", _is("false"), _SECURITY),
-    Unsupported("enforce.auth.schemes", "(unset)", None, _SECURITY),
-    Unsupported("allowSaslFailedClients", "false", None, _SECURITY),
-    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _SECURITY),
-    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _SECURITY),
-    Unsupported("kerberos.canonicalizeHostNames", "false", None, _SECURITY),
-    Unsupported("client.certReload", "false", None, _SECURITY),
-    Unsupported("client.portUnification", "false", _is("false"), _SECURITY),
+    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _NO_SASL),
+    Unsupported("enforce.auth.enabled", "false", _is("false"), _NO_SASL),
+    Unsupported("enforce.auth.schemes", "(unset)", None, _NO_SASL),
+    Unsupported("allowSaslFailedClients", "false", None, _NO_SASL),
+    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _NO_SASL),
+    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _NO_SASL),
+    Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_SASL),
+    Unsupported("client.certReload", "false", None, _TLS_LACKS),
+    Unsupported("client.portUnification", "false", _is("false"), _TLS_LACKS),
+    # -- the client port's TLS: X509Util's settings zkcompat.security does not read
+    Unsupported("ssl.crl", "false", _is("false"), "no CRL checks: " + _TLS_LACKS),
+    Unsupported("ssl.ocsp", "false", _is("false"), "no OCSP checks: " + _TLS_LACKS),
+    Unsupported("ssl.clientHostnameVerification", "false", _is("false"),
+                "client certificates are not checked against the client's host name"),
+    Unsupported("ssl.sslProvider", "(Netty's default)", None,
+                "TLS is always Python's ssl module on OpenSSL"),
+    Unsupported("ssl.context.supplier.class", "(unset)", None, "there is no JVM to load it"),
     Unsupported("audit.enable", "false", _is("false"), "there is no audit log"),
     Unsupported("audit.impl.class", "Slf4jAuditLogger", None, "there is no audit log"),
     # -- AdminServer (Jetty) and Prometheus provider tuning

@@ -3,6 +3,7 @@ an ensemble (zkcompat/quorum.py runs its terms); both serve through the same Pip
 
 import asyncio
 import collections
+import contextlib
 import gc
 import logging
 import os
@@ -14,6 +15,8 @@ from aiohttp import web
 
 from zkcompat.config import Config
 from zkcompat.quorum import QuorumPeer
+from zkcompat.security import tls as security_tls
+from zkcompat.security import x509 as security_x509
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
@@ -26,6 +29,7 @@ from zkcompat.server.roles import pipeline_class
 from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
+from zkcompat.tree.acl import register_scheme
 from zkcompat.tree.digest import DIGEST_VERSION
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.peer import zxid_epoch
@@ -197,12 +201,8 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     else:
         ctx = build_standalone(config)
         member = None
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: _Listener(ctx) if ctx.serving else _refuse_connection(),
-        config.client_port_address, config.client_port, reuse_address=True,
-    )
-    addr = server.sockets[0].getsockname()
+    listeners = await _listen(ctx)
+    addr = listeners[0].sockets[0].getsockname()
     log.info("event=listening address=%s port=%d mode=%s data_dir=%s zxid=0x%x",
              addr[0], addr[1], "ensemble" if member else "standalone", config.data_dir,
              ctx.tree.last_processed_zxid)
@@ -220,7 +220,9 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     else:
         tasks.append(asyncio.create_task(member.run()))
     try:
-        async with server:
+        async with contextlib.AsyncExitStack() as stack:
+            for listener in listeners:
+                await stack.enter_async_context(listener)
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()
@@ -230,6 +232,36 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         ctx.loopmon.stop()
         for runner in runners:
             await runner.cleanup()
+
+
+async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
+    """The client ports: clientPort, secureClientPort, or both. Both make the same
+    connections on the same pipeline; a secure one first has its TLS handshake (and its
+    x509 id, when ssl.authProvider's x509 provider is registered). The first listed is the
+    one `ready` reports."""
+    config = ctx.config
+    loop = asyncio.get_running_loop()
+    for scheme in config.auth_schemes:
+        if scheme == security_x509.SCHEME:
+            register_scheme(scheme, security_x509.is_valid_name)
+    listeners = []
+    if config.client_port_enabled:
+        listeners.append(await loop.create_server(
+            lambda: _Listener(ctx) if ctx.serving else _refuse_connection(),
+            config.client_port_address, config.client_port, reuse_address=True))
+    if config.tls is not None:
+        context = security_tls.server_context(config.tls)
+        x509 = security_x509.SCHEME in config.auth_schemes
+        secure = await loop.create_server(
+            lambda: security_tls.TlsHandshake(lambda: _Listener(ctx), context, x509,
+                                              config.tls.super_user)
+            if ctx.serving else _refuse_connection(),
+            config.secure_client_port_address, config.secure_client_port, reuse_address=True)
+        addr = secure.sockets[0].getsockname()
+        log.info("event=listening_secure address=%s port=%d client_auth=%s protocols=%s",
+                 addr[0], addr[1], config.tls.client_auth, ",".join(config.tls.enabled_protocols))
+        listeners.append(secure)
+    return listeners
 
 
 async def _start_http(ctx: ServerContext) -> list[web.AppRunner]:

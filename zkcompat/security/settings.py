@@ -26,6 +26,9 @@ PROVIDER_CLASSES = {
     "org.apache.zookeeper.server.auth.DigestAuthenticationProvider": "digest",
     "org.apache.zookeeper.server.auth.IPAuthenticationProvider": "ip",
 }
+# A system property ZooKeeper reads as "zookeeper.X509AuthenticationProvider.superUser"; in
+# zoo.cfg, like any key it does not know, it becomes that property.
+X509_SUPER_USER = "X509AuthenticationProvider.superUser"
 X509_PROVIDER_CLASS = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
 SERVER_CNXN_FACTORIES = ("org.apache.zookeeper.server.NettyServerCnxnFactory",
                          "org.apache.zookeeper.server.NIOServerCnxnFactory")
@@ -74,6 +77,7 @@ class TlsSettings:
     client_auth: ClientAuth
     hostname_verification: bool  # never applied to clients (ClientX509Util): kept for reading
     auth_provider: str  # the scheme that authenticates a client certificate
+    super_user: str | None  # X509AuthenticationProvider.superUser: this x509 id is super too
 
 
 def ssl_key(key: str) -> str | None:
@@ -165,6 +169,7 @@ def tls_settings(props: Mapping[str, str]) -> TlsSettings:
         client_auth=client_auth,
         hostname_verification=verify,
         auth_provider=(_get(props, "ssl.authProvider") or X509_SCHEME).strip(),
+        super_user=_get(props, X509_SUPER_USER),
     )
 
 

@@ -58,6 +58,9 @@ class Connection(asyncio.Protocol):
         self.transport = None
         self.remote = "?"
         self.auth_ids: list[tuple[str, str]] = []
+        # The ids a verified TLS client certificate gives (x509, and super for the x509
+        # superUser), set by the secure port's handshake; addauth x509 asks for them again.
+        self.certificate_ids: list[tuple[str, str]] = []
         self.session = None
         self.watched_paths: dict[str, int] = {}  # path -> watch tables holding a watch
         self.reader = FrameReader(server.config.jute_maxbuffer)
@@ -439,6 +442,16 @@ class Connection(asyncio.Protocol):
             if ("digest", ident) not in self.auth_ids:
                 self.auth_ids.append(("digest", ident))
             err = Code.OK
+        elif packet.scheme == "ip":
+            err = Code.OK  # IPAuthenticationProvider: the address, which the session has
+        elif packet.scheme == "x509" and "x509" in self.server.config.auth_schemes:
+            # X509AuthenticationProvider.handleAuthentication: the connection's verified
+            # client certificate, whatever the packet holds; none (plaintext, or a TLS
+            # client without one) is AUTHFAILED.
+            for auth_id in self.certificate_ids:
+                if auth_id not in self.auth_ids:
+                    self.auth_ids.append(auth_id)
+            err = Code.OK if self.certificate_ids else Code.AUTHFAILED
         if err != Code.OK:
             log.warning("event=auth_failed scheme=%r remote=%s", packet.scheme, self.remote)
             self.send(encode_reply(xid, 0, err, None))

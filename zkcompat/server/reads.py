@@ -168,13 +168,14 @@ def _user_name(scheme: str, ident: str) -> str | None:
     """AuthUtil.getUser: the provider's user name for an id (None without a provider)."""
     if scheme == "digest":
         return ident.split(":", 1)[0]
-    if scheme == "ip":
+    if scheme in ("ip", "x509"):  # AuthenticationProvider.getUserName's default: the id
         return ident
     return None
 
 
 def read_who_am_i(server, req, rec, cnxn):
-    return r.WhoAmIResponse([r.ClientInfo(s, _user_name(s, i))
+    # AuthUtil.getClientInfos: an id without a provider (super) has the user "", not null.
+    return r.WhoAmIResponse([r.ClientInfo(s, _user_name(s, i) or "")
                              for s, i in java_auth_order(req.auth_ids)])
 
 

@@ -133,6 +133,18 @@ def _digest_id_valid(ident: str) -> bool:
 
 
 _VALID_ID = {"digest": _digest_id_valid, "ip": lambda ident: _ip_network(ident) is not None}
+# Schemes whose ACL id must equal an auth id of the session (digest's and x509's matches).
+_EQUAL_ID_SCHEMES = frozenset(("digest", "x509"))
+# The auth ids an "auth" ACL expands to: those of providers whose isAuthenticated is true
+# (ip's is false; super has no provider).
+_AUTHENTICATED_SCHEMES = frozenset(("digest", "x509"))
+
+
+def register_scheme(scheme: str, is_valid) -> None:
+    """Make ACL ids of `scheme` valid in create and setACL when is_valid(id) says so: the
+    server's ProviderRegistry, which has x509 only when the configuration registers it.
+    Which auth ids a session holds is decided where it authenticates, not here."""
+    _VALID_ID[scheme] = is_valid
 
 
 def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
@@ -152,9 +164,9 @@ def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
             for s, a in auth_ids:
                 if s == "ip" and ip_matches(a, ident):
                     return
-        elif scheme == "digest":
+        elif scheme in _EQUAL_ID_SCHEMES:
             for s, a in auth_ids:
-                if s == "digest" and a == ident:
+                if s == scheme and a == ident:
                     return
     raise KeeperError(Code.NOAUTH)
 
@@ -186,7 +198,8 @@ def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
         elif scheme == "auth":
             # Expands to every authenticated id of the session; ip ids are not
             # "authenticated" in ZooKeeper's sense (IPAuthenticationProvider.isAuthenticated).
-            expanded = [(a.perms, s, i) for s, i in java_auth_order(auth_ids) if s == "digest"]
+            expanded = [(a.perms, s, i) for s, i in java_auth_order(auth_ids)
+                        if s in _AUTHENTICATED_SCHEMES]
             if not expanded:
                 raise KeeperError(Code.INVALIDACL, path)
             out.extend(expanded)

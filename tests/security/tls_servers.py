@@ -1,0 +1,123 @@
+"""zkcompat and a real ZooKeeper 3.8 with a secure client port beside the plaintext one (the
+plaintext port is how the launchers see that a server is up), and clients for both ports."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from conformance_tests import servers as conformance_servers
+from conformance_tests.servers import (
+    HOST,
+    ServerProcess,
+    free_port,
+    start_zkcompat,
+    start_zookeeper,
+)
+from zkcompat.shell.wire import WhoAmI
+
+NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+# Debian's zookeeper.jar names netty's buffer, common, handler and transport jars in its
+# Class-Path but not codec and resolver, which its Netty server and client need as well.
+NETTY_EXTRA_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
+CONNECT_TIMEOUT_S = 10.0
+TICK_TIME_MS = 200
+
+
+def secure_cfg(material, key_kind: str = "PKCS12", trust_kind: str = "PKCS12",
+               **extra: str) -> dict[str, str]:
+    """A zoo.cfg's TLS lines as an operator writes them for ZooKeeper."""
+    cfg = {
+        "secureClientPort": str(free_port()),
+        "secureClientPortAddress": HOST,
+        "serverCnxnFactory": NETTY_FACTORY,
+        **material.key_store(material.server, key_kind),
+        **material.trust_store(trust_kind),
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def start(kind: str, workdir: Path, cfg: dict[str, str]) -> ServerProcess:
+    if kind == "zkcompat":
+        server = start_zkcompat(workdir, TICK_TIME_MS, dict(cfg))
+    else:
+        classpath = conformance_servers.zookeeper_classpath
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(conformance_servers, "zookeeper_classpath",
+                          lambda: ":".join((classpath(), *NETTY_EXTRA_JARS)))
+            server = start_zookeeper(workdir, TICK_TIME_MS, dict(cfg))
+    server.secure_port = int(cfg["secureClientPort"])
+    return server
+
+
+def tls_client(server: ServerProcess, material, party=None, verify: bool = True,
+               **kwargs) -> KazooClient:
+    """A kazoo client of the secure port; with `party`'s certificate when given."""
+    options = {}
+    if party is not None:
+        options = {"certfile": str(party.cert), "keyfile": str(party.key)}
+    return KazooClient(hosts=f"{HOST}:{server.secure_port}", use_ssl=True,
+                       ca=str(material.ca_cert), verify_certs=verify, timeout=5.0,
+                       connection_retry={"max_tries": 2, "delay": 0.1},
+                       **options, **kwargs)
+
+
+def plain_client(server: ServerProcess) -> KazooClient:
+    """A kazoo client of the plaintext port."""
+    return KazooClient(hosts=server.connect_string, timeout=5.0,
+                       connection_retry={"max_tries": 2, "delay": 0.1})
+
+
+def whoami(zk: KazooClient) -> list[tuple[str, str]]:
+    """The session's (scheme, user) pairs by the real whoAmI request (op 107), which kazoo
+    has no call for: zkcompat's shell sends it through kazoo's own request path."""
+    result = zk.handler.async_result()
+    zk._call(WhoAmI(), result)
+    return result.get(timeout=CONNECT_TIMEOUT_S)
+
+
+def log_events(server: ServerProcess, event: str) -> list[str]:
+    """The server's log lines of one event (zkcompat's key=value lines)."""
+    text = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+    return [line for line in text.splitlines() if f"event={event} " in line + " "]
+
+
+def tls_handshake(server: ServerProcess, material, party=None,
+                  max_version: ssl.TLSVersion | None = None) -> ssl.SSLSocket:
+    """A bare TLS connection to the secure port (the caller closes it); raises what the
+    handshake raised."""
+    ctx = ssl.create_default_context(cafile=str(material.ca_cert))
+    ctx.check_hostname = False
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    if party is not None:
+        ctx.load_cert_chain(str(party.cert), str(party.key))
+    raw = socket.create_connection((HOST, server.secure_port), timeout=CONNECT_TIMEOUT_S)
+    try:
+        return ctx.wrap_socket(raw)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def read_until_closed(sock: socket.socket, timeout_s: float = 5.0) -> bytes:
+    """Everything the server sends until it closes (or the timeout passes: then the last
+    byte is not the end, and the caller's assertion on closing fails)."""
+    sock.settimeout(timeout_s)
+    chunks = []
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    except (ssl.SSLError, ConnectionResetError):
+        return b"".join(chunks)
+    except TimeoutError:
+        chunks.append(b"<still open>")
+        return b"".join(chunks)
