@@ -105,7 +105,7 @@ def test_x509_acl_ids_are_checked_like_x500principal(server, material):
 def test_x509_is_unknown_without_a_secure_port(material, tmp_path):
     """Without secureClientPort (or authProvider.N naming X509AuthenticationProvider) no
     x509 provider is registered: an x509 ACL is an InvalidACL, as in ZooKeeper."""
-    server = start_plain(tmp_path)
+    server = start("zkcompat", tmp_path, {})  # clientPort only
     try:
         zk = _started(plain_client(server))
         try:
@@ -115,14 +115,6 @@ def test_x509_is_unknown_without_a_secure_port(material, tmp_path):
             _stop(zk)
     finally:
         server.stop()
-
-
-def start_plain(workdir):
-    from tls_servers import TICK_TIME_MS
-
-    from conformance_tests.servers import start_zkcompat
-
-    return start_zkcompat(workdir, TICK_TIME_MS, {})
 
 
 @pytest.mark.parametrize("client_auth, with_cert, expected", [

@@ -51,7 +51,7 @@ def start(kind: str, workdir: Path, cfg: dict[str, str]) -> ServerProcess:
             patch.setattr(conformance_servers, "zookeeper_classpath",
                           lambda: ":".join((classpath(), *NETTY_EXTRA_JARS)))
             server = start_zookeeper(workdir, TICK_TIME_MS, dict(cfg))
-    server.secure_port = int(cfg["secureClientPort"])
+    server.secure_port = int(cfg["secureClientPort"]) if "secureClientPort" in cfg else None
     return server
 
 
