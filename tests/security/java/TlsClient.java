@@ -1,0 +1,52 @@
+// The stock Java client over Netty TLS (its settings come as -Dzookeeper.* properties):
+// connects, prints whoAmI, creates PATH with an x509 ACL for ACL_ID, prints getACL, reads
+// PATH back, and prints a line per step, or the KeeperException code a step got.
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.data.ACL;
+import org.apache.zookeeper.data.ClientInfo;
+import org.apache.zookeeper.data.Id;
+
+public class TlsClient {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0], path = args[1], aclId = args[2];
+        CountDownLatch connected = new CountDownLatch(1);
+        ZooKeeper zk = new ZooKeeper(connect, 10000, e -> {
+            if (e.getState() == Watcher.Event.KeeperState.SyncConnected) connected.countDown();
+        });
+        try {
+            if (!connected.await(15, TimeUnit.SECONDS)) {
+                System.out.println("connect: failed");
+                return;
+            }
+            System.out.println("connect: ok");
+            for (ClientInfo info : zk.whoAmI()) {
+                System.out.println("whoami: " + info.getAuthScheme() + " " + info.getUser());
+            }
+            List<ACL> acl = Collections.singletonList(
+                new ACL(ZooDefs.Perms.ALL, new Id("x509", aclId)));
+            step("create", () -> zk.create(path, "x".getBytes(), acl, CreateMode.PERSISTENT));
+            step("getACL", () -> zk.getACL(path, null).toString().replace("\n", " "));
+            step("getData", () -> new String(zk.getData(path, false, null)));
+        } finally {
+            zk.close();
+        }
+    }
+
+    interface Step { Object run() throws Exception; }
+
+    static void step(String name, Step s) throws Exception {
+        try {
+            System.out.println(name + ": " + s.run());
+        } catch (KeeperException e) {
+            System.out.println(name + ": " + e.code());
+        }
+    }
+}
