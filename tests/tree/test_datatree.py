@@ -129,3 +129,16 @@ def test_txn_log_encoding_round_trips():
         txn(9, OpCode.CLOSE_SESSION, r.CloseSessionTxn(["/a"])),
     ]:
         assert decode_txn(encode_txn(t)) == t
+
+
+def test_close_session_deletes_ephemerals_its_txn_did_not_list_too():
+    """DataTree.killSession: the txn's paths, then any other ephemeral of the session."""
+    tree = DataTree()
+    tree.apply(txn(1, OpCode.CREATE_SESSION, r.CreateSessionTxn(4000)))
+    create(tree, 2, "/e1", ephemeral=True)
+    create(tree, 3, "/e2", ephemeral=True)
+    rc = tree.apply(txn(4, OpCode.CLOSE_SESSION, r.CloseSessionTxn(["/e1"])))
+    assert "/e1" not in tree.nodes and "/e2" not in tree.nodes
+    assert SESSION not in tree.ephemerals
+    assert (EventType.NODE_DELETED, "/e2") in {e[:2] for e in rc.events}
+    assert tree.nodes["/"].pzxid == 4

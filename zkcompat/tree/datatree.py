@@ -7,6 +7,7 @@ It keeps ZooKeeper's tree digest current (`digest`, DataTree.getTreeDigest) the 
 NodeHashMapImpl does, by the rules in tree/digest.py's docstring.
 """
 
+import logging
 import struct
 from zlib import crc32 as _crc32
 
@@ -24,6 +25,8 @@ from zkcompat.tree.digest import (
 )
 from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
 from zkcompat.tree.txn import Txn
+
+log = logging.getLogger(__name__)
 
 # Stat{long czxid, mzxid, ctime, mtime; int version, cversion, aversion; long ephemeralOwner;
 # int dataLength, numChildren; long pzxid}
@@ -530,6 +533,14 @@ def _apply_close_session(tree: DataTree, hdr, body, events):
         paths = sorted(tree.ephemerals.get(session, ()))
     for path in paths:
         tree._delete_node(path, hdr.zxid, ev)
+    # DataTree.killSession (3.6+): ephemerals the txn did not list die too, with a warning;
+    # replicas that agree never have any, so the leader's digest then tells of it.
+    extra = sorted(tree.ephemerals.get(session, ()))
+    if extra:
+        log.warning("event=close_session_extra_ephemerals session=0x%x zxid=0x%x paths=%s",
+                    session, hdr.zxid, ",".join(extra))
+        for path in extra:
+            tree._delete_node(path, hdr.zxid, ev)
     tree.ephemerals.pop(session, None)
     tree.sessions.pop(session, None)
     return rc

@@ -83,8 +83,8 @@ def _touched(tree: DataTree, txn_type: int, body, client_id: int) -> list[str]:
     elif txn_type in _CREATES or txn_type in _DELETES:
         paths = [body.path, split_parent(body.path)[0]]
     elif txn_type == OpCode.CLOSE_SESSION:
-        gone = body.paths2Delete if body is not None and body.paths2Delete is not None \
-            else tree.ephemerals.get(client_id, ())
+        listed = body.paths2Delete if body is not None and body.paths2Delete else ()
+        gone = [*listed, *tree.ephemerals.get(client_id, ())]  # killSession deletes both
         paths = [p for path in gone for p in (path, split_parent(path)[0])]
     elif txn_type == OpCode.MULTI:
         return [p for sub_type, sub in body for p in _touched(tree, sub_type, sub, client_id)]
