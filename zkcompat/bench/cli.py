@@ -21,10 +21,11 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
-  scripts/bench --servers zookeeper --ensemble 3 --no-recovery
-                                ensembles of 3 started by the run (CPU and RSS summed over
-                                the members; fan-out and idle sessions on the first one).
-                                zkcompat joins once it replicates.
+  scripts/bench --ensemble 3 --workloads set,get,mix --levels 8x32,64x16 --fanout 0 --idle 0
+                                ensembles of 3 of each kind started by the run (CPU and RSS
+                                summed over the members; fan-out and idle sessions on the
+                                first one), then the failover rounds (kill -9 of the leader
+                                to the first acknowledged write).
 """
 
 from __future__ import annotations
