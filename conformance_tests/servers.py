@@ -208,12 +208,14 @@ def zookeeper_version() -> str:
 
 
 def start_zookeeper(
-    workdir: Path, tick_time_ms: int = 200, extra_cfg: dict | None = None
+    workdir: Path, tick_time_ms: int = 200, extra_cfg: dict | None = None,
+    jvm_flags: tuple[str, ...] = (),
 ) -> ServerProcess:
     """A real standalone ZooKeeper 3.8 on a free loopback port, logging into workdir.
 
     Calling it again with the same workdir restarts on the same dataDir (a new
-    port unless extra_cfg sets clientPort).
+    port unless extra_cfg sets clientPort). jvm_flags go on java's command line as
+    zkServer.sh puts SERVER_JVMFLAGS there (-Djava.security.auth.login.config=...).
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -232,6 +234,7 @@ def start_zookeeper(
         "-Xshare:auto",
         f"-Dlog4j.configuration=file:{log4j_path}",
         "-Dzookeeper.jmx.log4j.disable=true",
+        *jvm_flags,
         "-cp",
         classpath,
         ZOOKEEPER_MAIN,

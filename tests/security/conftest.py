@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from java_client import compile_client
 
 TOOL_TIMEOUT_S = 60
 PASSWORD = "testpass"
@@ -123,3 +124,9 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
                     _trust_store(d, ca[1], "PKCS12", d / "trust.p12"),
                     _trust_store(d, ca[1], "JKS", d / "trust.jks"),
                     server, client, peer, odd, stranger)
+
+
+@pytest.fixture(scope="session")
+def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """java/TlsClient.java compiled against Debian's zookeeper.jar."""
+    return compile_client(tmp_path_factory.mktemp("java-client"))

@@ -6,18 +6,16 @@ certificate and for a plaintext session), and a client refused under clientAuth=
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
 from cryptography import x509 as cx509
 from cryptography.hazmat.primitives.serialization import Encoding
+from java_client import run_client
 from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 from tls_servers import (
-    NETTY_EXTRA_JARS,
     plain_client,
     read_until_closed,
     secure_cfg,
@@ -31,10 +29,6 @@ from conftest import CLIENT_ID, PASSWORD
 from zkcompat.security.tls import DEFAULT_SUITES
 from zkcompat.security.x509 import subject_id
 
-JAVA_SOURCE = Path(__file__).parent / "java" / "TlsClient.java"
-ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-SLF4J_NOP_JAR = Path("/usr/share/java/slf4j-nop.jar")
-JAVA_TIMEOUT_S = 60
 KINDS = ("zookeeper", "zkcompat")
 
 
@@ -213,18 +207,6 @@ def test_no_client_certificate_is_refused_alike_under_need(servers, material, ve
     assert outcomes["zkcompat"] == expected, outcomes
 
 
-@pytest.fixture(scope="module")
-def java_classes(tmp_path_factory) -> Path:
-    if shutil.which("javac") is None or not ZOOKEEPER_JAR.exists():
-        pytest.fail("javac or zookeeper.jar missing: run scripts/install-zookeeper")
-    out = tmp_path_factory.mktemp("java-tls")
-    done = subprocess.run(["javac", "-d", str(out), "-cp", str(ZOOKEEPER_JAR),
-                           str(JAVA_SOURCE)], capture_output=True, text=True,
-                          timeout=JAVA_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 def _started(zk):
     zk.start(timeout=10)
     return zk
@@ -235,7 +217,7 @@ def _stop(zk) -> None:
     zk.close()
 
 
-def run_java(classes: Path, server, material, path: str, with_cert: bool = True) -> list[str]:
+def run_java(classes: Path, server, material, path: str) -> list[str]:
     """TlsClient over ClientCnxnSocketNetty with zookeeper.client.secure=true, its key and
     trust stores given as the Java client's -Dzookeeper.ssl.* properties (JKS both)."""
     props = {
@@ -243,18 +225,11 @@ def run_java(classes: Path, server, material, path: str, with_cert: bool = True)
         "zookeeper.client.secure": "true",
         "zookeeper.ssl.trustStore.location": str(material.trust_jks),
         "zookeeper.ssl.trustStore.password": PASSWORD,
+        "zookeeper.ssl.keyStore.location": str(material.client.jks),
+        "zookeeper.ssl.keyStore.password": PASSWORD,
     }
-    if with_cert:
-        props["zookeeper.ssl.keyStore.location"] = str(material.client.jks)
-        props["zookeeper.ssl.keyStore.password"] = PASSWORD
-    classpath = ":".join((str(classes), str(ZOOKEEPER_JAR), str(SLF4J_NOP_JAR),
-                          *NETTY_EXTRA_JARS))
-    done = subprocess.run(
-        ["java", "-Xshare:auto", "-XX:+UseSerialGC", *(f"-D{k}={v}" for k, v in props.items()),
-         "-cp", classpath, "TlsClient", f"127.0.0.1:{server.secure_port}", path, CLIENT_ID],
-        capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if not line.startswith("whoami: ip ")]
+    return run_client(classes, f"127.0.0.1:{server.secure_port}", path, CLIENT_ID, "x509",
+                      props)
 
 
 def test_java_client_over_netty_tls_sees_the_same(servers, material, java_classes):

@@ -8,6 +8,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from java_client import NETTY_EXTRA_JARS
 from kazoo.client import KazooClient
 
 from conformance_tests import servers as conformance_servers
@@ -21,9 +22,6 @@ from conformance_tests.servers import (
 from zkcompat.shell.wire import WhoAmI
 
 NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
-# Debian's zookeeper.jar names netty's buffer, common, handler and transport jars in its
-# Class-Path but not codec and resolver, which its Netty server and client need as well.
-NETTY_EXTRA_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
 CONNECT_TIMEOUT_S = 10.0
 TICK_TIME_MS = 200
 
@@ -42,15 +40,20 @@ def secure_cfg(material, key_kind: str = "PKCS12", trust_kind: str = "PKCS12",
     return cfg
 
 
-def start(kind: str, workdir: Path, cfg: dict[str, str]) -> ServerProcess:
+def start(kind: str, workdir: Path, cfg: dict[str, str],
+          jvm_flags: tuple[str, ...] = ()) -> ServerProcess:
+    """zkcompat or ZooKeeper with zoo.cfg lines `cfg`; jvm_flags reach ZooKeeper on java's
+    command line and zkcompat through SERVER_JVMFLAGS, as zkServer.sh passes them."""
     if kind == "zkcompat":
-        server = start_zkcompat(workdir, TICK_TIME_MS, dict(cfg))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SERVER_JVMFLAGS", " ".join(jvm_flags))
+            server = start_zkcompat(workdir, TICK_TIME_MS, dict(cfg))
     else:
         classpath = conformance_servers.zookeeper_classpath
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(conformance_servers, "zookeeper_classpath",
                           lambda: ":".join((classpath(), *NETTY_EXTRA_JARS)))
-            server = start_zookeeper(workdir, TICK_TIME_MS, dict(cfg))
+            server = start_zookeeper(workdir, TICK_TIME_MS, dict(cfg), jvm_flags)
     server.secure_port = int(cfg["secureClientPort"]) if "secureClientPort" in cfg else None
     return server
 

@@ -1,0 +1,41 @@
+"""java/TlsClient.java, the stock ZooKeeper Java client's steps, compiled once and run with
+the -D properties a test gives it (TLS over Netty, or a JAAS Client section for SASL)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+JAVA_SOURCE = Path(__file__).parent / "java" / "TlsClient.java"
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SLF4J_NOP_JAR = Path("/usr/share/java/slf4j-nop.jar")
+# Debian's zookeeper.jar names netty's buffer, common, handler and transport jars in its
+# Class-Path but not codec and resolver, which its Netty server and client need as well.
+NETTY_EXTRA_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
+JAVA_TIMEOUT_S = 60
+
+
+def compile_client(out: Path) -> Path:
+    if shutil.which("javac") is None or not ZOOKEEPER_JAR.exists():
+        pytest.fail("javac or zookeeper.jar missing: run scripts/install-zookeeper")
+    done = subprocess.run(["javac", "-d", str(out), "-cp", str(ZOOKEEPER_JAR),
+                           str(JAVA_SOURCE)], capture_output=True, text=True,
+                          timeout=JAVA_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def run_client(classes: Path, connect: str, path: str, acl_id: str, scheme: str,
+               props: dict[str, str]) -> list[str]:
+    """TlsClient's lines, less whoAmI's ip line (the client's address)."""
+    classpath = ":".join((str(classes), str(ZOOKEEPER_JAR), str(SLF4J_NOP_JAR),
+                          *NETTY_EXTRA_JARS))
+    done = subprocess.run(
+        ["java", "-Xshare:auto", "-XX:+UseSerialGC", *(f"-D{k}={v}" for k, v in props.items()),
+         "-cp", classpath, "TlsClient", connect, path, acl_id, scheme],
+        capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if not line.startswith("whoami: ip ")]
