@@ -127,7 +127,8 @@ class Config:
     secure_client_port_address: str = WILDCARD_ADDRESS
     client_port_enabled: bool = True  # False: secureClientPort without clientPort
     tls: security.TlsSettings | None = None  # the ssl.* settings, with a secure port
-    auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509)
+    auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
+    sasl: object | None = None  # security.sasl.SaslSettings: a JAAS Server section's users
     source: Path | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -655,7 +656,7 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
     cfg = Config(**values, source=path, raw=props)
     _setup_quorum(cfg, props, "clientPort" in props, os.environ if environ is None else environ)
-    _setup_security(cfg, props)
+    _setup_security(cfg, props, os.environ if environ is None else environ)
     return cfg
 
 
@@ -664,13 +665,16 @@ def _security_key(key: str) -> bool:
     superUser: read by _setup_security."""
     bare = key.removeprefix(security.PROPERTY_PREFIX)
     return (security.ssl_key(key) is not None or bare.startswith(security.AUTH_PROVIDER_PREFIX)
-            or key in _SECURITY_KEYS or bare == security.X509_SUPER_USER)
+            or key in _SECURITY_KEYS or bare in _SECURITY_PROPERTIES)
 
 
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory")
+# System properties zoo.cfg may set (with or without "zookeeper."), read by _setup_security.
+_SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
+                        "sasl.serverconfig", "superUser")
 
 
-def _setup_security(cfg: Config, props: Mapping[str, str]) -> None:
+def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str, str]) -> None:
     """secureClientPort's TLS settings and the auth providers (QuorumPeerConfig.parse,
     configureSSLAuth). Without clientPort (in zoo.cfg or the server.N line) only the secure
     port listens, as in ZooKeeper."""
@@ -692,6 +696,12 @@ def _setup_security(cfg: Config, props: Mapping[str, str]) -> None:
         if secure:
             cfg.tls = security.tls_settings(props)
     except security.SettingError as e:
+        raise ConfigError(str(e)) from None
+    from zkcompat.security import sasl  # noqa: PLC0415 - as tls below
+
+    try:
+        cfg.sasl = sasl.sasl_settings(props, environ)
+    except sasl.SaslSetupError as e:
         raise ConfigError(str(e)) from None
     if cfg.tls is not None:
         # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.

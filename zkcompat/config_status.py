@@ -6,9 +6,10 @@ a system property without its "zookeeper." prefix (ZooKeeper turns an unknown zo
 into the system property zookeeper.K). `obeyed` is None when zkcompat lacks the setting
 whatever its value, or says which values zkcompat obeys anyway because it always behaves
 that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
-`reconfigEnabled=true` is not implemented. The TLS settings zkcompat obeys (secureClientPort,
-ssl.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser) are read by
-zkcompat.security and are not listed here; the ssl.* ones it does not obey are.
+`reconfigEnabled=true` is not implemented. The security settings zkcompat obeys
+(secureClientPort, ssl.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
+superUser, sasl.serverconfig) are read by zkcompat.security and are not listed here; the
+ssl.* ones it does not obey are.
 """
 
 from collections.abc import Callable
@@ -38,7 +39,8 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
-_NO_SASL = "zkcompat has no SASL yet (issue 17)"
+_SASL_LACKS = "zkcompat's SASL (DIGEST-MD5) has no such option yet (issue 17)"
+_NO_KERBEROS = "no Kerberos (GSSAPI) yet (issue 17)"
 _NO_QUORUM_SECURITY = "no TLS or SASL between servers yet (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
 _THROTTLE = "zkcompat has no such throttle (issue 17, limits under abuse)"
@@ -172,15 +174,14 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "digests are SHA1 only"),
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
-    Unsupported("superUser", "(unset)", None, _NO_SASL),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _NO_SASL),
-    Unsupported("enforce.auth.enabled", "false", _is("false"), _NO_SASL),
-    Unsupported("enforce.auth.schemes", "(unset)", None, _NO_SASL),
-    Unsupported("allowSaslFailedClients", "false", None, _NO_SASL),
-    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _NO_SASL),
-    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _NO_SASL),
-    Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_SASL),
+    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _SASL_LACKS),
+    Unsupported("enforce.auth.enabled", "false", _is("false"), _SASL_LACKS),
+    Unsupported("enforce.auth.schemes", "(unset)", None, _SASL_LACKS),
+    Unsupported("allowSaslFailedClients", "false", None, _SASL_LACKS),
+    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _NO_KERBEROS),
+    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _NO_KERBEROS),
+    Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_KERBEROS),
     Unsupported("client.certReload", "false", None, _TLS_LACKS),
     Unsupported("client.portUnification", "false", _is("false"), _TLS_LACKS),
     # -- the client port's TLS: X509Util's settings zkcompat.security does not read

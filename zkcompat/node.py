@@ -15,8 +15,10 @@ from aiohttp import web
 
 from zkcompat.config import Config
 from zkcompat.quorum import QuorumPeer
+from zkcompat.security import sasl as security_sasl
 from zkcompat.security import tls as security_tls
 from zkcompat.security import x509 as security_x509
+from zkcompat.security.sasl import SaslAuthenticator
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
@@ -76,6 +78,7 @@ class ServerContext:
     loopmon: LoopMonitor = field(default_factory=LoopMonitor)
     stats: ServerStats = field(default_factory=ServerStats)
     member: QuorumPeer | None = None  # an ensemble member's peer (leader, voting_view, ...)
+    sasl: SaslAuthenticator | None = None  # SASL on the client port (a JAAS Server section)
     # (zxid, digest version, digest) at every DIGEST_LOG_INTERVAL-th zxid applied
     digest_log: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=DIGEST_LOG_LIMIT))
@@ -234,16 +237,25 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
             await runner.cleanup()
 
 
+# The isValid of each provider a configuration can register beyond ip and digest.
+_ACL_ID_VALID = {security_x509.SCHEME: security_x509.is_valid_name,
+                 security_sasl.SCHEME: security_sasl.is_valid_id}
+
+
 async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
     """The client ports: clientPort, secureClientPort, or both. Both make the same
     connections on the same pipeline; a secure one first has its TLS handshake (and its
-    x509 id, when ssl.authProvider's x509 provider is registered). The first listed is the
-    one `ready` reports."""
+    x509 id, when ssl.authProvider's x509 provider is registered). The auth providers the
+    configuration names are registered, and SASL is offered if it has a JAAS Server
+    section. The first listed is the one `ready` reports."""
     config = ctx.config
     loop = asyncio.get_running_loop()
     for scheme in config.auth_schemes:
-        if scheme == security_x509.SCHEME:
-            register_scheme(scheme, security_x509.is_valid_name)
+        register_scheme(scheme, _ACL_ID_VALID[scheme])
+    if config.sasl is not None:
+        ctx.sasl = SaslAuthenticator(config.sasl)
+        log.info("event=sasl_on mechanism=DIGEST-MD5 section=%s users=%d", config.sasl.section,
+                 len(config.sasl.users))
     listeners = []
     if config.client_port_enabled:
         listeners.append(await loop.create_server(

@@ -25,6 +25,7 @@ PROVIDER_CLASSES = {
     "org.apache.zookeeper.server.auth.X509AuthenticationProvider": X509_SCHEME,
     "org.apache.zookeeper.server.auth.DigestAuthenticationProvider": "digest",
     "org.apache.zookeeper.server.auth.IPAuthenticationProvider": "ip",
+    "org.apache.zookeeper.server.auth.SASLAuthenticationProvider": "sasl",
 }
 # A system property ZooKeeper reads as "zookeeper.X509AuthenticationProvider.superUser"; in
 # zoo.cfg, like any key it does not know, it becomes that property.

@@ -61,6 +61,7 @@ class Connection(asyncio.Protocol):
         # The ids a verified TLS client certificate gives (x509, and super for the x509
         # superUser), set by the secure port's handshake; addauth x509 asks for them again.
         self.certificate_ids: list[tuple[str, str]] = []
+        self._sasl = None  # this connection's SASL exchange, from its first SASL packet
         self.session = None
         self.watched_paths: dict[str, int] = {}  # path -> watch tables holding a watch
         self.reader = FrameReader(server.config.jute_maxbuffer)
@@ -461,15 +462,35 @@ class Connection(asyncio.Protocol):
         self.pipeline.submit(self.session, req)
 
     def _on_sasl(self, xid: int, payload, off: int) -> None:
-        """No SASL is configured: ZooKeeper answers a null token and the session goes on
-        (processSasl); a token it cannot parse drops the connection."""
+        """ZooKeeperServer.processSasl: the token goes to this connection's SASL exchange,
+        whose answer is the reply; its ids join the session's at once, as addAuthInfo's
+        do. A failed exchange is AUTHFAILED (with a null token, as ZooKeeper sends it) and
+        the connection closes. Without SASL configured ZooKeeper answers a null token and
+        the session goes on; a packet it cannot parse drops the connection."""
         try:
-            r.GetSASLRequest.decode(payload, off)
+            packet, _ = r.GetSASLRequest.decode(payload, off)
         except JuteError as e:
             self.close(f"malformed SASL packet: {e}")
             return
-        req = Request(self.session.session_id, xid, OpCode.SASL, r.SetSASLResponse(None), self,
-                      self.auth_ids)
+        response = r.SetSASLResponse(None)
+        sasl = getattr(self.server, "sasl", None)
+        if sasl is not None:
+            if self._sasl is None:
+                self._sasl = sasl.start()
+            step = self._sasl.step(packet.token or b"")
+            if step.error is not None:
+                log.warning("event=sasl_auth_failed remote=%s reason=%r", self.remote,
+                            step.error)
+                self.send(encode_reply(xid, 0, Code.AUTHFAILED, response))
+                self.close_after_flush("SASL authentication failed")
+                return
+            for auth_id in step.ids:
+                if auth_id not in self.auth_ids:
+                    self.auth_ids.append(auth_id)
+            if step.ids:
+                log.info("event=sasl_authenticated remote=%s ids=%r", self.remote, step.ids)
+            response = r.SetSASLResponse(step.token)
+        req = Request(self.session.session_id, xid, OpCode.SASL, response, self, self.auth_ids)
         self.pipeline.submit(self.session, req)
 
     def _unimplemented(self, xid: int, op: int) -> None:

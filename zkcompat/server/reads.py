@@ -8,7 +8,14 @@ import struct
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, WatcherType
-from zkcompat.tree.acl import PERM_ADMIN, PERM_READ, acl_to_records, check_acl, java_auth_order
+from zkcompat.tree.acl import (
+    PERM_ADMIN,
+    PERM_READ,
+    acl_to_records,
+    check_acl,
+    java_auth_order,
+    scheme_registered,
+)
 from zkcompat.tree.errors import KeeperError
 
 _I32 = struct.Struct(">i")
@@ -168,8 +175,8 @@ def _user_name(scheme: str, ident: str) -> str | None:
     """AuthUtil.getUser: the provider's user name for an id (None without a provider)."""
     if scheme == "digest":
         return ident.split(":", 1)[0]
-    if scheme in ("ip", "x509"):  # AuthenticationProvider.getUserName's default: the id
-        return ident
+    if scheme in ("ip", "x509", "sasl") and scheme_registered(scheme):
+        return ident  # AuthenticationProvider.getUserName's default: the id
     return None
 
 

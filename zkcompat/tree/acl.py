@@ -132,19 +132,29 @@ def _digest_id_valid(ident: str) -> bool:
     return len(parts) == 2
 
 
+# The server's ProviderRegistry: the schemes an ACL may name, each with its isValid.
+# ip and digest are always there; x509 and sasl only once register_scheme adds them.
 _VALID_ID = {"digest": _digest_id_valid, "ip": lambda ident: _ip_network(ident) is not None}
 # Schemes whose ACL id must equal an auth id of the session (digest's and x509's matches).
 _EQUAL_ID_SCHEMES = frozenset(("digest", "x509"))
-# The auth ids an "auth" ACL expands to: those of providers whose isAuthenticated is true
-# (ip's is false; super has no provider).
-_AUTHENTICATED_SCHEMES = frozenset(("digest", "x509"))
+# SASLAuthenticationProvider.matches: the ACL's id, or any ACL for the sasl id "super".
+SASL_SCHEME = "sasl"
+_SASL_MATCHES_ANY = "super"
+# The auth ids an "auth" ACL expands to: those of registered providers whose
+# isAuthenticated is true (ip's is false; super has no provider).
+_AUTHENTICATED_SCHEMES = frozenset(("digest", "x509", SASL_SCHEME))
 
 
 def register_scheme(scheme: str, is_valid) -> None:
     """Make ACL ids of `scheme` valid in create and setACL when is_valid(id) says so: the
-    server's ProviderRegistry, which has x509 only when the configuration registers it.
-    Which auth ids a session holds is decided where it authenticates, not here."""
+    server's ProviderRegistry, which has x509 and sasl only when the configuration
+    registers them. Which auth ids a session holds is decided where it authenticates."""
     _VALID_ID[scheme] = is_valid
+
+
+def scheme_registered(scheme: str) -> bool:
+    """Whether the ProviderRegistry has a provider for `scheme`."""
+    return scheme in _VALID_ID
 
 
 def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
@@ -167,6 +177,10 @@ def check_acl(acl: AclTuple, perm: int, auth_ids: list[AuthId]) -> None:
         elif scheme in _EQUAL_ID_SCHEMES:
             for s, a in auth_ids:
                 if s == scheme and a == ident:
+                    return
+        elif scheme == SASL_SCHEME and SASL_SCHEME in _VALID_ID:
+            for s, a in auth_ids:
+                if s == SASL_SCHEME and a in (ident, _SASL_MATCHES_ANY):
                     return
     raise KeeperError(Code.NOAUTH)
 
@@ -199,7 +213,7 @@ def fixup_acl(path: str, acls: list | None, auth_ids: list[AuthId]) -> AclTuple:
             # Expands to every authenticated id of the session; ip ids are not
             # "authenticated" in ZooKeeper's sense (IPAuthenticationProvider.isAuthenticated).
             expanded = [(a.perms, s, i) for s, i in java_auth_order(auth_ids)
-                        if s in _AUTHENTICATED_SCHEMES]
+                        if s in _AUTHENTICATED_SCHEMES and s in _VALID_ID]
             if not expanded:
                 raise KeeperError(Code.INVALIDACL, path)
             out.extend(expanded)
