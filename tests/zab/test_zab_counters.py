@@ -88,9 +88,18 @@ def test_the_leader_counts_its_proposals_and_keeps_their_sizes():
         == (sizes[-1], min(sizes), max(sizes))
 
 
-def test_roles_built_without_counters_count_privately():
-    a, b = Leader.standalone(1, 1, 0), Leader.standalone(1, 1, 0)
-    a.propose([txn(a.next_zxid())])
+def test_a_standalone_leader_counts_nothing_and_roles_without_counters_count_privately():
+    standalone = Leader.standalone(1, 1, 0)
+    standalone.propose([txn(standalone.next_zxid())])
+    assert standalone.counters.proposal_count == 0  # ZooKeeper's standalone has no Leader
+    a, b = Leader(3, frozenset((1, 2, 3)), 1, 1, 0), Leader(3, frozenset((1, 2, 3)), 1, 1, 0)
+    net = Net(a, {sid: Learner(sid, 3, 1, 1, 0) for sid in (1, 2)})
+    net.obey(3, a.start())
+    for learner in net.learners.values():
+        net.obey(learner.my_sid, learner.start())
+    net.run()
+    establish(net)
+    broadcast(net, 1)
     assert a.counters is not b.counters
     assert (a.counters.proposal_count, b.counters.proposal_count) == (1, 0)
 

@@ -399,9 +399,11 @@ class Leader:
         outstanding = self._outstanding
         assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
         outstanding.extend(txns)
-        self.counters.proposal_count += len(txns)
         if not self.learners:
+            # Standalone (ZooKeeper's has no Leader to count proposals), or a leader whose
+            # learners are gone and that gives up at its next tick: nothing sent or counted.
             return Effects(txns)
+        self.counters.proposal_count += len(txns)
         followers = [li.sid for li in self.learners.values() if li.forwarding and not li.observer]
         if not followers:
             return Effects(txns)
