@@ -7,9 +7,10 @@ does not, as ZooKeeper's has no Leader. A leader with quorumSync answers a sync 
 a quorum has confirmed its leadership (Leader.sync_request with its own sid;
 Effects.synced). A learner sends writes, session changes and sync to the leader and
 answers them when the committed txn (or the SYNC) comes back; it revalidates resumed
-sessions with the leader, reports its sessions' touches, and times the txns it is sent. A read-only server (readonlymode, no quorum) answers
-writes and sync with NOTREADONLY and keeps sessions of its own. Everything else (apply,
-reads, watches, replies in session order) is the leader's Pipeline, unchanged.
+sessions with the leader, reports its sessions' touches, and times the txns it is sent.
+A read-only server (readonlymode, no quorum) answers writes and sync with NOTREADONLY and
+keeps sessions of its own. Everything else (apply, reads, watches, replies in session
+order) is the leader's Pipeline, unchanged.
 """
 
 from __future__ import annotations
