@@ -39,3 +39,18 @@ def run_client(classes: Path, connect: str, path: str, acl_id: str, scheme: str,
         capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     return [line for line in done.stdout.splitlines() if not line.startswith("whoami: ip ")]
+
+
+def run_zkcli(connect: str, commands: list[str], props: dict[str, str]) -> list[str]:
+    """zkCli (ZooKeeperMain, the class zkCli.sh runs; Debian's script cannot be given the
+    Netty jars its classpath lacks) reading `commands` from stdin: its stdout and stderr
+    lines, less the one naming the port."""
+    classpath = ":".join((str(ZOOKEEPER_JAR), str(SLF4J_NOP_JAR), *NETTY_EXTRA_JARS))
+    done = subprocess.run(
+        ["java", "-Xshare:auto", "-XX:+UseSerialGC", *(f"-D{k}={v}" for k, v in props.items()),
+         "-cp", classpath, "org.apache.zookeeper.ZooKeeperMain", "-server", connect],
+        input="".join(f"{c}\n" for c in commands) + "quit\n", capture_output=True,
+        text=True, timeout=JAVA_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines() + done.stderr.splitlines()
+    return [line for line in lines if not line.startswith("Connecting to ") and line]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509 as cx509
 from cryptography.hazmat.primitives.serialization import Encoding
-from java_client import run_client
+from java_client import run_client, run_zkcli
 from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 from tls_servers import (
@@ -217,10 +217,10 @@ def _stop(zk) -> None:
     zk.close()
 
 
-def run_java(classes: Path, server, material, path: str) -> list[str]:
-    """TlsClient over ClientCnxnSocketNetty with zookeeper.client.secure=true, its key and
-    trust stores given as the Java client's -Dzookeeper.ssl.* properties (JKS both)."""
-    props = {
+def _netty_tls_props(material) -> dict[str, str]:
+    """The Java client's TLS: ClientCnxnSocketNetty with zookeeper.client.secure=true, its
+    key and trust stores as -Dzookeeper.ssl.* properties (JKS both)."""
+    return {
         "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
         "zookeeper.client.secure": "true",
         "zookeeper.ssl.trustStore.location": str(material.trust_jks),
@@ -228,8 +228,11 @@ def run_java(classes: Path, server, material, path: str) -> list[str]:
         "zookeeper.ssl.keyStore.location": str(material.client.jks),
         "zookeeper.ssl.keyStore.password": PASSWORD,
     }
+
+
+def run_java(classes: Path, server, material, path: str) -> list[str]:
     return run_client(classes, f"127.0.0.1:{server.secure_port}", path, CLIENT_ID, "x509",
-                      props)
+                      _netty_tls_props(material))
 
 
 def test_java_client_over_netty_tls_sees_the_same(servers, material, java_classes):
@@ -243,3 +246,14 @@ def test_java_client_over_netty_tls_sees_the_same(servers, material, java_classe
         f"getACL: [31,s{{'x509,'{CLIENT_ID.replace(',', '%2C')}}} ]",
         "getData: x",
     ]
+
+
+def test_zkcli_over_netty_tls_sees_the_same(servers, material):
+    """zkCli's whoami, create, get and getAcl over TLS: the same lines from both."""
+    commands = ["whoami", "create /zkcli-tls data", "get /zkcli-tls", "getAcl /zkcli-tls"]
+    outputs = {kind: run_zkcli(f"127.0.0.1:{s.secure_port}", commands, _netty_tls_props(material))
+               for kind, s in servers.items()}
+    assert outputs["zkcompat"] == outputs["zookeeper"]
+    for line in (f"x509: {CLIENT_ID}", "data", "Created /zkcli-tls",
+                 "WatchedEvent state:SyncConnected type:None path:null"):
+        assert line in outputs["zkcompat"], outputs["zkcompat"]
