@@ -129,6 +129,8 @@ class Config:
     tls: security.TlsSettings | None = None  # the ssl.* settings, with a secure port
     auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
     sasl: object | None = None  # security.sasl.SaslSettings: a JAAS Server section's users
+    # security.enforce.AuthEnforcement: enforce.auth.*, allowSaslFailedClients
+    auth_enforcement: object | None = None
     source: Path | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -671,7 +673,9 @@ def _security_key(key: str) -> bool:
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory")
 # System properties zoo.cfg may set (with or without "zookeeper."), read by _setup_security.
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
-                        "sasl.serverconfig", "superUser")
+                        "sasl.serverconfig", "superUser", "enforce.auth.enabled",
+                        "enforce.auth.schemes", "sessionRequireClientSASLAuth",
+                        "allowSaslFailedClients")
 
 
 def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str, str]) -> None:
@@ -697,11 +701,12 @@ def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str,
             cfg.tls = security.tls_settings(props)
     except security.SettingError as e:
         raise ConfigError(str(e)) from None
-    from zkcompat.security import sasl  # noqa: PLC0415 - as tls below
+    from zkcompat.security import enforce, sasl  # noqa: PLC0415 - as tls below
 
     try:
         cfg.sasl = sasl.sasl_settings(props, environ)
-    except sasl.SaslSetupError as e:
+        cfg.auth_enforcement = enforce.auth_enforcement(props, cfg.auth_schemes)
+    except (sasl.SaslSetupError, enforce.EnforceSetupError) as e:
         raise ConfigError(str(e)) from None
     if cfg.tls is not None:
         # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.

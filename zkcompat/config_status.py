@@ -8,7 +8,8 @@ whatever its value, or says which values zkcompat obeys anyway because it always
 that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
 `reconfigEnabled=true` is not implemented. The security settings zkcompat obeys
 (secureClientPort, ssl.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
-superUser, sasl.serverconfig) are read by zkcompat.security and are not listed here; the
+superUser, sasl.serverconfig, enforce.auth.*, sessionRequireClientSASLAuth,
+allowSaslFailedClients) are read by zkcompat.security and are not listed here; the
 ssl.* ones it does not obey are.
 """
 
@@ -39,7 +40,6 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
-_SASL_LACKS = "zkcompat's SASL (DIGEST-MD5) has no such option yet (issue 17)"
 _NO_KERBEROS = "no Kerberos (GSSAPI) yet (issue 17)"
 _NO_QUORUM_SECURITY = "no TLS or SASL between servers yet (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
@@ -175,10 +175,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("sessionRequireClientSASLAuth", "false", _is("false"), _SASL_LACKS),
-    Unsupported("enforce.auth.enabled", "false", _is("false"), _SASL_LACKS),
-    Unsupported("enforce.auth.schemes", "(unset)", None, _SASL_LACKS),
-    Unsupported("allowSaslFailedClients", "false", None, _SASL_LACKS),
     Unsupported("kerberos.removeHostFromPrincipal", "false", None, _NO_KERBEROS),
     Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _NO_KERBEROS),
     Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_KERBEROS),

@@ -17,6 +17,7 @@ from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
+from zkcompat.security.enforce import is_authenticated
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
@@ -385,6 +386,9 @@ class Connection(asyncio.Protocol):
             self.close(f"RequestHeader needs 8 bytes, frame has {len(payload)}")
             return
         xid, op = _REQUEST_HEADER.unpack_from(payload)
+        enforcement = self.server.config.auth_enforcement
+        if enforcement is not None and self._refused_unauthenticated(enforcement, xid, op):
+            return
         off = _REQUEST_HEADER.size
         cls = REQUEST_RECORD.get(op)
         record = None
@@ -429,6 +433,23 @@ class Connection(asyncio.Protocol):
         if len(session.queue) >= self._outstanding_max:
             self._pause_reading()
 
+    def _refused_unauthenticated(self, enforcement, xid: int, op: int) -> bool:
+        """AuthenticationHelper.enforceAuthentication, before anything else reads the request
+        (so pings, closeSession and malformed requests too): a session without an id of an
+        enforced scheme gets SESSIONCLOSEDREQUIRESASLAUTH, whatever the scheme, with no body,
+        and its connection closes. The session itself lives on until it expires, as in
+        ZooKeeper. Auth and SASL packets are how a session gets such an id: never refused."""
+        if (not enforcement.schemes or op == OpCode.AUTH or op == OpCode.SASL
+                or is_authenticated(enforcement.schemes, self.auth_ids)):
+            return False
+        log.warning("event=auth_required remote=%s session=0x%x op=%d schemes=%s ids=%s",
+                    self.remote, self.session.session_id, op,
+                    ",".join(sorted(enforcement.schemes)),
+                    ",".join(sorted({scheme for scheme, _ in self.auth_ids})))
+        self.send(encode_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH, None))
+        self.close_after_flush("authentication required (enforce.auth.schemes)")
+        return True
+
     def _on_auth(self, xid: int, payload, off: int) -> None:
         try:
             packet, _ = r.AuthPacket.decode(payload, off)
@@ -464,9 +485,8 @@ class Connection(asyncio.Protocol):
     def _on_sasl(self, xid: int, payload, off: int) -> None:
         """ZooKeeperServer.processSasl: the token goes to this connection's SASL exchange,
         whose answer is the reply; its ids join the session's at once, as addAuthInfo's
-        do. A failed exchange is AUTHFAILED (with a null token, as ZooKeeper sends it) and
-        the connection closes. Without SASL configured ZooKeeper answers a null token and
-        the session goes on; a packet it cannot parse drops the connection."""
+        do; a failed one is _sasl_failure_closes'. Without SASL configured ZooKeeper answers
+        a null token and the session goes on; a packet it cannot parse drops the connection."""
         try:
             packet, _ = r.GetSASLRequest.decode(payload, off)
         except JuteError as e:
@@ -479,11 +499,9 @@ class Connection(asyncio.Protocol):
                 self._sasl = sasl.start()
             step = self._sasl.step(packet.token or b"")
             if step.error is not None:
-                log.warning("event=sasl_auth_failed remote=%s reason=%r", self.remote,
-                            step.error)
-                self.send(encode_reply(xid, 0, Code.AUTHFAILED, response))
-                self.close_after_flush("SASL authentication failed")
-                return
+                if self._sasl_failure_closes(xid, step.error):
+                    return
+                step = step._replace(token=None)  # allowSaslFailedClients: an OK, no token
             for auth_id in step.ids:
                 if auth_id not in self.auth_ids:
                     self.auth_ids.append(auth_id)
@@ -492,6 +510,22 @@ class Connection(asyncio.Protocol):
             response = r.SetSASLResponse(step.token)
         req = Request(self.session.session_id, xid, OpCode.SASL, response, self, self.auth_ids)
         self.pipeline.submit(self.session, req)
+
+    def _sasl_failure_closes(self, xid: int, reason: str) -> bool:
+        """processSasl's SaslException: AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH when sasl is
+        an enforced scheme) with a null token, and the connection closes; unless
+        zookeeper.allowSaslFailedClients keeps it open (never when sasl is enforced)."""
+        enforcement = self.server.config.auth_enforcement
+        sasl_required = enforcement is not None and enforcement.sasl_required
+        keep = enforcement is not None and enforcement.allow_sasl_failed_clients
+        log.warning("event=sasl_auth_failed remote=%s reason=%r action=%s", self.remote,
+                    reason, "keep" if keep and not sasl_required else "close")
+        if keep and not sasl_required:
+            return False
+        err = Code.SESSIONCLOSEDREQUIRESASLAUTH if sasl_required else Code.AUTHFAILED
+        self.send(encode_reply(xid, 0, err, r.SetSASLResponse(None)))
+        self.close_after_flush("SASL authentication failed")
+        return True
 
     def _unimplemented(self, xid: int, op: int) -> None:
         log.warning("event=unknown_op op=%d remote=%s action=close", op, self.remote)

@@ -36,8 +36,13 @@ public class TlsClient {
                 return;
             }
             System.out.println("connect: ok");
-            for (ClientInfo info : zk.whoAmI()) {
-                System.out.println("whoami: " + info.getAuthScheme() + " " + info.getUser());
+            try {
+                for (ClientInfo info : zk.whoAmI()) {
+                    System.out.println("whoami: " + info.getAuthScheme() + " " + info.getUser());
+                }
+            } catch (Exception e) {  // 3.8's whoAmI does not declare KeeperException
+                System.out.println("whoami: " + (e instanceof KeeperException
+                    ? ((KeeperException) e).code() : e.getClass().getSimpleName()));
             }
             List<ACL> acl = Collections.singletonList(
                 new ACL(ZooDefs.Perms.ALL, new Id(scheme, aclId)));
