@@ -675,7 +675,8 @@ _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFact
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
                         "sasl.serverconfig", "superUser", "enforce.auth.enabled",
                         "enforce.auth.schemes", "sessionRequireClientSASLAuth",
-                        "allowSaslFailedClients")
+                        "allowSaslFailedClients", "kerberos.removeHostFromPrincipal",
+                        "kerberos.removeRealmFromPrincipal")
 
 
 def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str, str]) -> None:

@@ -9,7 +9,8 @@ that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
 `reconfigEnabled=true` is not implemented. The security settings zkcompat obeys
 (secureClientPort, ssl.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
 superUser, sasl.serverconfig, enforce.auth.*, sessionRequireClientSASLAuth,
-allowSaslFailedClients) are read by zkcompat.security and are not listed here; the
+allowSaslFailedClients, kerberos.removeHostFromPrincipal, kerberos.removeRealmFromPrincipal)
+are read by zkcompat.security and are not listed here; the
 ssl.* ones it does not obey are.
 """
 
@@ -40,7 +41,7 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
-_NO_KERBEROS = "no Kerberos (GSSAPI) yet (issue 17)"
+_NO_KERBEROS = "zkcompat's Kerberos does not read this setting (issue 17)"
 _NO_QUORUM_SECURITY = "no TLS or SASL between servers yet (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
 _THROTTLE = "zkcompat has no such throttle (issue 17, limits under abuse)"
@@ -175,8 +176,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("kerberos.removeHostFromPrincipal", "false", None, _NO_KERBEROS),
-    Unsupported("kerberos.removeRealmFromPrincipal", "false", None, _NO_KERBEROS),
     Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_KERBEROS),
     Unsupported("client.certReload", "false", None, _TLS_LACKS),
     Unsupported("client.portUnification", "false", _is("false"), _TLS_LACKS),

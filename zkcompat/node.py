@@ -254,8 +254,8 @@ async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
         register_scheme(scheme, _ACL_ID_VALID[scheme])
     if config.sasl is not None:
         ctx.sasl = SaslAuthenticator(config.sasl)
-        log.info("event=sasl_on mechanism=DIGEST-MD5 section=%s users=%d", config.sasl.section,
-                 len(config.sasl.users))
+        log.info("event=sasl_on mechanism=%s section=%s users=%d", config.sasl.mechanism,
+                 config.sasl.section, len(config.sasl.users))
     listeners = []
     if config.client_port_enabled:
         listeners.append(await loop.create_server(
