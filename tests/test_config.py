@@ -347,7 +347,7 @@ def _not_implemented_keys(caplog) -> set[str]:
 
 
 @pytest.mark.parametrize("key, value", [("preAllocSize", "65536"),
-                                        ("globalOutstandingLimit", "5"),
+                                        ("largeRequestMaxBytes", "1000"),
                                         ("reconfigEnabled", "true"),
                                         ("zookeeper.commitLogCount", "1000"),
                                         ("leaderServes", "no"),
@@ -374,13 +374,14 @@ def test_setting_what_zkcompat_always_does_is_no_warning(key, value, caplog):
 
 
 def test_all_not_implemented_keys_share_one_warning_line(caplog):
-    settings = {"preAllocSize": "131072", "maxCnxns": "100", "reconfigEnabled": "true",
+    settings = {"preAllocSize": "131072", "clientPortListenBacklog": "100",
+                "reconfigEnabled": "true",
                 "jvm.pause.monitor": "true", "tickTime": "2000", "noSuchSetting": "1"}
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
         load(None, settings)
     assert len(_not_implemented_lines(caplog)) == 1
-    assert _not_implemented_keys(caplog) == {"preAllocSize", "maxCnxns", "reconfigEnabled",
-                                             "jvm.pause.monitor"}
+    assert _not_implemented_keys(caplog) == {"preAllocSize", "clientPortListenBacklog",
+                                             "reconfigEnabled", "jvm.pause.monitor"}
     unknown = [r.getMessage() for r in caplog.records if "config_unknown_key" in r.getMessage()]
     assert unknown == ["event=config_unknown_key key=noSuchSetting"]
 

@@ -17,13 +17,16 @@ from pathlib import Path
 
 from zkcompat import config_status
 from zkcompat.security import settings as security
+from zkcompat.server import limits as client_limits
 
 log = logging.getLogger(__name__)
 
 TICK_TIME_DEFAULT_MS = 2000  # ZooKeeperServer.DEFAULT_TICK_TIME
 JUTE_MAXBUFFER_DEFAULT_BYTES = 0xFFFFF  # jute.maxbuffer
 MAX_CLIENT_CNXNS_DEFAULT = 60  # per client address
-OUTSTANDING_REQUESTS_MAX = 1000  # zookeeper.globalOutstandingLimit, per session here
+# A session's unanswered requests at which its connection stops reading, until half are
+# answered: zkcompat's own bound, beside ZooKeeper's server-wide globalOutstandingLimit.
+OUTSTANDING_REQUESTS_MAX = 1000
 ELECTION_ALG = 3  # QuorumPeerConfig: "Only 3 is supported" (FastLeaderElection)
 CNX_TIMEOUT_DEFAULT_MS = 5000  # QuorumCnxManager.cnxTO
 ELECTION_PORT_BIND_RETRY_DEFAULT = 3  # QuorumCnxManager.Listener.DEFAULT_PORT_BIND_MAX_RETRY
@@ -93,6 +96,8 @@ class Config:
     container_max_per_minute: int = 10_000  # znode.container.maxPerMinute
     container_max_never_used_ms: int = 300_000  # znode.container.maxNeverUsedIntervalMs
     outstanding_requests_max: int = OUTSTANDING_REQUESTS_MAX
+    # globalOutstandingLimit, maxCnxns, connection_throttle_*, request_throttle_*
+    limits: client_limits.LimitSettings = field(default_factory=client_limits.LimitSettings)
     server_id: int = 0  # dataDir/myid; 0: none (ZooKeeper's UNSET_SERVERID is -1)
     servers: dict[int, QuorumServer] = field(default_factory=dict)  # server.N lines by N
     init_limit: int = 0  # ticks; 0: unset, which an ensemble refuses
@@ -648,7 +653,7 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
             name, conv = _KEYS[key]
             values[name] = conv(key, value)
         elif (config_status.lookup(key) is None and not key.startswith("server.")
-              and not _security_key(key)):
+              and not _security_key(key) and client_limits.limit_key(key) is None):
             log.warning("event=config_unknown_key key=%s", key)
         if config_status.not_implemented(key, value):
             not_implemented.append(key)
@@ -656,10 +661,18 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         # One line an operator can read at start-up: everything ZooKeeper would obey here
         # and zkcompat will not (README, "zoo.cfg settings", says why for each).
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
-    cfg = Config(**values, source=path, raw=props)
+    cfg = Config(**values, limits=_limits(props), source=path, raw=props)
     _setup_quorum(cfg, props, "clientPort" in props, os.environ if environ is None else environ)
     _setup_security(cfg, props, os.environ if environ is None else environ)
     return cfg
+
+
+def _limits(props: Mapping[str, str]) -> client_limits.LimitSettings:
+    """globalOutstandingLimit, maxCnxns and the throttles (server/limits.py reads them)."""
+    try:
+        return client_limits.settings(props)
+    except client_limits.SettingError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _security_key(key: str) -> bool:

@@ -44,7 +44,6 @@ _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper'
 _NO_KERBEROS = "zkcompat's Kerberos does not read this setting (issue 17)"
 _NO_QUORUM_SECURITY = "no TLS or SASL between servers yet (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
-_THROTTLE = "zkcompat has no such throttle (issue 17, limits under abuse)"
 
 UNSUPPORTED: tuple[Unsupported, ...] = (
     # -- storage
@@ -60,9 +59,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("snapshot.trust.empty", "false", None, _NO_FILES),
     Unsupported("serializeLastProcessedZxid.enabled", "true", None, _NO_FILES),
     # -- client connections and requests
-    Unsupported("globalOutstandingLimit", "1000", None,
-                "zkcompat bounds each session's outstanding requests at 1000, not the server's"),
-    Unsupported("maxCnxns", "0", None, "only maxClientCnxns (per address) limits connections"),
     Unsupported("clientPortListenBacklog", "-1", None, "the listen backlog is asyncio's"),
     Unsupported("maxResponseCacheSize", "400", None, "there is no response cache"),
     Unsupported("maxGetChildrenResponseCacheSize", "400", None, "there is no response cache"),
@@ -70,22 +66,14 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("maxWriteQueuePollTime", "flushDelay/3", None,
                 "group commit flushes at every loop turn"),
     Unsupported("maxBatchSize", "1000", None, "group commit flushes at every loop turn"),
-    *(Unsupported(f"connection_throttle_{name}", default, None, _THROTTLE)
-      for name, default in (("tokens", "0"), ("fill_time", "1"), ("fill_count", "1"),
-                            ("freeze_time", "-1"), ("drop_increase", "0.02"),
-                            ("drop_decrease", "0.002"), ("decrease_ratio", "0"),
-                            ("weight_enabled", "false"), ("global_session_weight", "3"),
-                            ("local_session_weight", "1"), ("renew_session_weight", "2"))),
-    *(Unsupported(name, default, None, _THROTTLE)
-      for name, default in (("request_throttle_max_requests", "0"),
-                            ("request_throttle_stall_time", "100"),
-                            ("request_throttle_drop_stale", "true"),
-                            ("request_stale_latency_check", "false"),
-                            ("request_stale_connection_check", "true"),
-                            ("request_throttler.shutdownTimeout", "10000"),
-                            ("throttled_op_wait_time", "0"),
-                            ("largeRequestMaxBytes", "104857600"),
-                            ("largeRequestThreshold", "-1"))),
+    Unsupported("request_throttler.shutdownTimeout", "10000", None,
+                "no throttler thread to wait for: requests still waiting at shutdown are dropped"),
+    Unsupported("throttled_op_wait_time", "0", _is("0"),
+                "a request that waited in the request throttler is never answered THROTTLEDOP"),
+    Unsupported("largeRequestMaxBytes", "104857600", None,
+                "requests are bounded by jute.maxbuffer and the outstanding limits only"),
+    Unsupported("largeRequestThreshold", "-1", _is("-1"),
+                "requests are bounded by jute.maxbuffer and the outstanding limits only"),
     Unsupported("jute.maxbuffer.extrasize", "jute.maxbuffer", None,
                 "a frame over jute.maxbuffer is refused, with no extra allowance"),
     Unsupported("tcpKeepAlive", "false", None, "quorum sockets keep asyncio's defaults"),

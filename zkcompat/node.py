@@ -23,6 +23,7 @@ from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
 from zkcompat.server.expirer import run_expirer
+from zkcompat.server.limits import ClientLimits
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.metrics import metrics_app, registry_for
 from zkcompat.server.pipeline import Pipeline
@@ -82,6 +83,11 @@ class ServerContext:
     # (zxid, digest version, digest) at every DIGEST_LOG_INTERVAL-th zxid applied
     digest_log: collections.deque = field(
         default_factory=lambda: collections.deque(maxlen=DIGEST_LOG_LIMIT))
+    limits: ClientLimits | None = None  # connections and requests in flight, and their bounds
+
+    def __post_init__(self) -> None:
+        if self.limits is None:
+            self.limits = ClientLimits(self.config)
 
 
 def build_standalone(config: Config) -> ServerContext:
@@ -159,20 +165,25 @@ def _stop_acknowledging() -> None:
 
 
 class _Listener(Connection):
-    """Connection that also enforces maxClientCnxns per client address."""
+    """Connection that is first admitted by maxCnxns and maxClientCnxns (per address), as
+    NIOServerCnxnFactory.doAccept admits it: one over either is closed at once."""
 
     def connection_made(self, transport) -> None:
-        limit = self.server.config.max_client_cnxns
         peer = transport.get_extra_info("peername")
-        if limit and peer:
-            same = sum(1 for c in self.server.connections if c.remote.rsplit(":", 1)[0] == peer[0])
-            if same >= limit:
-                log.warning("event=too_many_connections remote=%s limit=%d", peer[0], limit)
-                transport.close()
-                self.transport = None
-                self._state = "closed"
-                return
+        host = peer[0] if peer else "?"
+        refused = self.server.limits.admit(host, len(self.server.connections))
+        if refused is not None:
+            log.warning("event=too_many_connections remote=%s reason=%r", host, refused)
+            transport.close()
+            self.transport = None
+            self._state = "closed"
+            return
         super().connection_made(transport)
+
+    def connection_lost(self, exc) -> None:
+        if self.transport is not None:  # admitted: counted under its address (remote's host)
+            self.server.limits.release(self.remote.rsplit(":", 1)[0])
+        super().connection_lost(exc)
 
 
 def _refuse_connection() -> asyncio.Protocol:

@@ -49,6 +49,10 @@ PRE_SESSION_FRAMES_MAX = 1000
 # zookeeper.nio.sessionlessCnxnTimeout: a connection that has not completed its handshake
 # by then is closed, so half-open sockets cannot pile up until descriptors run out.
 SESSIONLESS_CNXN_TIMEOUT_S = 10.0
+# The replies one batch of requests has queued are written out as soon as they pass this,
+# so that a transport the client does not drain says so (pause_writing) before the next
+# request of the batch is answered: the rest of the batch then waits, unread.
+OUT_SPILL_BYTES = 1024 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -66,7 +70,13 @@ class Connection(asyncio.Protocol):
         self.session = None
         self.watched_paths: dict[str, int] = {}  # path -> watch tables holding a watch
         self.reader = FrameReader(server.config.jute_maxbuffer)
-        self._outstanding_max = server.config.outstanding_requests_max
+        # The server's limits (server/limits.py) count this connection's requests in flight
+        # and say when it must stop reading; requests go to the pipeline, or to the request
+        # throttler when there is one. (Connection has at most 30 instance attributes: past
+        # that, Python 3.11 gives up the shared-key instance dict, and every attribute read
+        # on the hot path slows down.)
+        self._submit = server.limits.submitter(server.pipeline)
+        self.outstanding_counted = 0  # the session's queue length, as limits counted it
         self._state = "handshake"  # -> "waiting" (for the session txn) -> "open" -> "closed"
         self._client_readonly_byte = False
         self._pending_frames: list = []
@@ -81,6 +91,10 @@ class Connection(asyncio.Protocol):
         self._queued = False  # in the outbox, to be flushed
         self._close_after_flush = False
         self._paused = False
+        self._out_bytes = 0  # the size of _out
+        # Not None while the transport holds more than its high-water mark (pause_writing):
+        # the frames read meanwhile, answered once it drains.
+        self._unread: list | None = None
         self._deadline: asyncio.TimerHandle | None = None  # the handshake's
         self.stats = ConnectionStats()
 
@@ -107,6 +121,7 @@ class Connection(asyncio.Protocol):
             self._deadline.cancel()  # its callback would hold this connection for seconds
             self._deadline = None
         self.server.connections.discard(self)
+        self.server.limits.closed(self)
         self.pipeline.watches.remove_watcher(self)
         if self.session is not None and self.session.cnxn is self:
             self.session.cnxn = None
@@ -141,22 +156,41 @@ class Connection(asyncio.Protocol):
             self.server.stats.packets_received += n
             # Every frame of one read arrived at once: one clock read, one session touch.
             t0_ms = self.session.last_active_ms = _monotonic_ns() // 1_000_000
+            if self._unread is not None:
+                self._unread += frames  # after those still waiting for the client to read
+                return
             on_request = self._on_request
-            for f in frames:
+            rest = iter(frames)
+            for f in rest:
                 on_request(f, t0_ms)
                 if self._state != "open":
                     return
+                if self._unread is not None:
+                    # The client is not reading its replies: the rest of this batch waits
+                    # until the transport drains (resume_writing).
+                    self._unread += rest
+                    break
+            queued = len(self.session.queue)
+            if queued != self.outstanding_counted and self.server.limits.received(self, queued):
+                self._pause_reading()
             return
         for f in frames:
             self._on_frame(f)
             if self._state == "closed":
                 return
+        if self._state == "open":
+            self._count_received()
 
     def pause_writing(self) -> None:
+        if self._unread is None:
+            self._unread = []
         self._pause_reading()
 
     def resume_writing(self) -> None:
-        self._resume_reading()
+        frames, self._unread = self._unread, None
+        if frames and self._state == "open":
+            self._read_unread(frames)
+        self._maybe_resume_reading()
 
     # -- output ---------------------------------------------------------------------
 
@@ -166,9 +200,12 @@ class Connection(asyncio.Protocol):
         self.stats.sent += 1
         self.server.stats.packets_sent += 1
         self._out.append(data)
+        self._out_bytes += len(data)
         if not self._queued:
             self._queued = True
             self.outbox.add(self)
+        elif self._out_bytes > OUT_SPILL_BYTES:
+            self._spill()
 
     def flush(self) -> None:
         """Write everything queued with one transport.write (the outbox calls this), then
@@ -186,14 +223,43 @@ class Connection(asyncio.Protocol):
         if out:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
+            self._out_bytes = 0
+            if self._unread is not None and self._unsent_over_bound():
+                return
         if self._close_after_flush:
             self._state = "closed"
             self.transport.close()
             return
-        if self._paused and self.session is not None and (
-            len(self.session.queue) < self._outstanding_max // 2
-        ):
-            self._resume_reading()
+        # Requests are counted in when read; here those answered are counted out.
+        if self.outstanding_counted and len(self.session.queue) != self.outstanding_counted:
+            self.server.limits.answered(self, len(self.session.queue))
+        if self._paused:
+            self._maybe_resume_reading()
+
+    def _spill(self) -> None:
+        """Write what is queued now, before the flush: it outgrew OUT_SPILL_BYTES."""
+        transport = self.transport
+        if self._state == "closed" or transport is None or transport.is_closing():
+            return
+        transport.write(b"".join(self._out))
+        self._out.clear()
+        self._out_bytes = 0
+        if self._unread is not None:
+            self._unsent_over_bound()
+
+    def _unsent_over_bound(self) -> bool:
+        """A client that does not read what it is sent is dropped once limits.unsent_bytes_max
+        wait in the transport (replies the session queued before it stopped reading, watch
+        events): its session lives on, and its client reconnects."""
+        unsent = self.transport.get_write_buffer_size()
+        if unsent <= self.server.limits.unsent_bytes_max:
+            return False
+        log.warning("event=connection_close remote=%s reason=%r unsent_bytes=%d", self.remote,
+                    "client does not read its replies", unsent)
+        self._state = "closed"
+        self._out.clear()
+        self.transport.abort()  # close() would hold the unsent bytes until they are sent
+        return True
 
     def notify(self, event_type: int, path: str, zxid: int) -> None:
         self.send(encode_notification(event_type, KeeperState.SYNC_CONNECTED, path, zxid))
@@ -224,6 +290,36 @@ class Connection(asyncio.Protocol):
         if self._paused and self.transport is not None and self._state != "closed":
             self._paused = False
             self.transport.resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        """Read again unless a reason to stop holds: the transport is full, frames wait
+        unread, or the session or the server is at its bound of requests in flight."""
+        if self._unread is not None:
+            return
+        session = self.session
+        if session is None or self.server.limits.may_read(self, len(session.queue)):
+            self._resume_reading()
+
+    def _count_received(self) -> None:
+        """After requests were read: the limits count them, and may stop this reading."""
+        queued = len(self.session.queue)
+        if queued != self.outstanding_counted and self.server.limits.received(self, queued):
+            self._pause_reading()
+
+    stop_reading = _pause_reading  # for the request throttler, when it holds too many
+
+    def _read_unread(self, frames: list) -> None:
+        """The requests left unread while the client was not reading its replies."""
+        t0_ms = self._touch()
+        for i, f in enumerate(frames):
+            self._on_request(f, t0_ms)
+            if self._state != "open":
+                return
+            if self._unread is not None:  # full again
+                self._unread += frames[i + 1:]
+                break
+        self._count_received()
+        self.outbox.flush()
 
     # -- input ----------------------------------------------------------------------
 
@@ -295,6 +391,10 @@ class Connection(asyncio.Protocol):
             req = r.ConnectRequest.from_bytes(payload)
         except JuteError as e:
             self.close(f"malformed ConnectRequest: {e}")
+            return
+        if not self.server.limits.session_allowed(renew=req.sessionId != 0):
+            # processConnectRequest's ClientCnxnLimitException: closed, with no response.
+            self.close("Connection throttle rejected connection")
             return
         pipeline = self.pipeline
         cfg = self.server.config
@@ -372,6 +472,8 @@ class Connection(asyncio.Protocol):
             if self._state != "open":
                 return
             self._on_request(f, self._touch())
+        if self._state == "open":
+            self._count_received()
 
     def _touch(self) -> int:
         """Now, in ms, as the session's last activity (what keeps it alive)."""
@@ -381,7 +483,6 @@ class Connection(asyncio.Protocol):
     def _on_request(self, payload, t0_ms: int) -> None:
         """One request of the open session, received at t0_ms (the session was touched)."""
         session = self.session
-        pipeline = self.pipeline
         if len(payload) < _REQUEST_HEADER.size:
             self.close(f"RequestHeader needs 8 bytes, frame has {len(payload)}")
             return
@@ -429,9 +530,7 @@ class Connection(asyncio.Protocol):
             req.is_write = is_write
         elif op == _CHECK:
             req.is_write = False  # alone it is refused (3.9.3, ZOOKEEPER-2623): see reads
-        pipeline.submit(session, req)
-        if len(session.queue) >= self._outstanding_max:
-            self._pause_reading()
+        self._submit(session, req)
 
     def _refused_unauthenticated(self, enforcement, xid: int, op: int) -> bool:
         """AuthenticationHelper.enforceAuthentication, before anything else reads the request
@@ -480,7 +579,7 @@ class Connection(asyncio.Protocol):
             self.close_after_flush("authentication failed")
             return
         req = Request(self.session.session_id, xid, OpCode.AUTH, err, self, self.auth_ids)
-        self.pipeline.submit(self.session, req)
+        self._submit(self.session, req)
 
     def _on_sasl(self, xid: int, payload, off: int) -> None:
         """ZooKeeperServer.processSasl: the token goes to this connection's SASL exchange,
@@ -509,7 +608,7 @@ class Connection(asyncio.Protocol):
                 log.info("event=sasl_authenticated remote=%s ids=%r", self.remote, step.ids)
             response = r.SetSASLResponse(step.token)
         req = Request(self.session.session_id, xid, OpCode.SASL, response, self, self.auth_ids)
-        self.pipeline.submit(self.session, req)
+        self._submit(self.session, req)
 
     def _sasl_failure_closes(self, xid: int, reason: str) -> bool:
         """processSasl's SaslException: AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH when sasl is

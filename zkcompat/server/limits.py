@@ -1,0 +1,312 @@
+"""Limits under abuse, as ZooKeeper has them: connections per address and in all, new
+sessions per unit of time, and requests in flight. Every count the limits are checked
+against lives here, shared by the server's connections; a connection only reports to it.
+
+- maxClientCnxns / maxCnxns (NIOServerCnxnFactory.doAccept): a connection over either is
+  closed as soon as it is accepted.
+- zookeeper.connection_throttle_* (BlueThrottle): a session the bucket has no tokens for is
+  refused at its ConnectRequest: the connection is closed without a ConnectResponse.
+- globalOutstandingLimit (ZooKeeperServer.shouldThrottle): while more requests than that
+  are in process, or wait in the request throttler, a connection with requests of its own
+  outstanding stops reading; it reads again once the server is under the limit, or its own
+  requests are all answered. zkcompat also stops reading from a session with
+  OUTSTANDING_REQUESTS_MAX requests unanswered, until half are.
+- zookeeper.request_throttle_* (RequestThrottler, in server/throttle.py).
+
+"In process" is the number of requests in sessions' queues (writes waiting for their commit
+and the reads behind them), as each connection last counted its own: reads answered at once
+are never in flight. A connection counts after each batch it reads and each flush of its
+replies, so the hot path pays one len() and a compare.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from zkcompat.server.throttle import (
+    ConnectionThrottle,
+    ConnectionThrottleSettings,
+    RequestThrottler,
+    RequestThrottleSettings,
+)
+
+log = logging.getLogger(__name__)
+
+PROPERTY_PREFIX = "zookeeper."  # zoo.cfg keys ZooKeeper does not know become zookeeper.KEY
+GLOBAL_OUTSTANDING_LIMIT_DEFAULT = 1000  # ZooKeeperServer.DEFAULT_GLOBAL_OUTSTANDING_LIMIT
+# A connection whose client does not read what it is sent is closed once this much waits
+# unsent in its transport, or UNSENT_REPLIES_MIN replies of jute.maxbuffer if that is more.
+# It stops reading at the transport's high-water mark, so only the replies its session had
+# queued by then and watch events get that far. ZooKeeper has no such bound: its
+# outgoingBuffers grow until the JVM runs out of heap.
+UNSENT_BYTES_MAX = 64 * 1024 * 1024
+UNSENT_REPLIES_MIN = 4
+
+
+class SettingError(ValueError):
+    """A limit setting zkcompat cannot use; the message starts with the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """The limit settings of zoo.cfg (or their zookeeper.* system property names)."""
+
+    global_outstanding_limit: int = GLOBAL_OUTSTANDING_LIMIT_DEFAULT
+    max_cnxns: int = 0  # 0: no limit (ServerCnxnFactory.initMaxCnxns)
+    connection_throttle: ConnectionThrottleSettings = field(
+        default_factory=ConnectionThrottleSettings)
+    request_throttle: RequestThrottleSettings = field(default_factory=RequestThrottleSettings)
+
+
+# -- reading them -------------------------------------------------------------------------
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt
+# Double.parseDouble, less hexadecimal floats: digits, exponent, an f/d suffix, NaN, Infinity.
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
+
+
+def _int(key: str, value: str) -> int:
+    v = value.strip()
+    if not _JAVA_INT.fullmatch(v) or not -(2**31) <= int(v) < 2**31:
+        raise SettingError(f"{key}: {value!r} is not an integer")
+    return int(v)
+
+
+def _double(key: str, value: str) -> float:
+    v = value.strip()
+    if not _JAVA_DOUBLE.fullmatch(v):
+        raise SettingError(f"{key}: {value!r} is not a number")
+    return float(v.rstrip("fFdD").replace("Infinity", "inf"))
+
+
+def _boolean(key: str, value: str) -> bool:
+    """Boolean.parseBoolean reads anything but "true" (in any case) as false; zkcompat
+    refuses what is neither true nor false rather than guess."""
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise SettingError(f"{key}: {value!r} is neither true nor false")
+    return v == "true"
+
+
+# zoo.cfg key (without "zookeeper.") -> (group, field, parser)
+_KEYS: dict[str, tuple[str, str, Callable[[str, str], object]]] = {
+    "globalOutstandingLimit": ("", "global_outstanding_limit", _int),
+    "maxCnxns": ("", "max_cnxns", _int),
+    "connection_throttle_tokens": ("connection", "tokens", _int),
+    "connection_throttle_fill_time": ("connection", "fill_time_ms", _int),
+    "connection_throttle_fill_count": ("connection", "fill_count", _int),
+    "connection_throttle_freeze_time": ("connection", "freeze_time_ms", _int),
+    "connection_throttle_drop_increase": ("connection", "drop_increase", _double),
+    "connection_throttle_drop_decrease": ("connection", "drop_decrease", _double),
+    "connection_throttle_decrease_ratio": ("connection", "decrease_ratio", _double),
+    "connection_throttle_weight_enabled": ("connection", "weight_enabled", _boolean),
+    "connection_throttle_global_session_weight": ("connection", "global_session_weight", _int),
+    "connection_throttle_local_session_weight": ("connection", "local_session_weight", _int),
+    "connection_throttle_renew_session_weight": ("connection", "renew_session_weight", _int),
+    "request_throttle_max_requests": ("request", "max_requests", _int),
+    "request_throttle_stall_time": ("request", "stall_time_ms", _int),
+    "request_throttle_drop_stale": ("request", "drop_stale", _boolean),
+    "request_stale_connection_check": ("request", "stale_connection_check", _boolean),
+    "request_stale_latency_check": ("request", "stale_latency_check", _boolean),
+}
+KEYS = frozenset(_KEYS)
+
+
+def limit_key(key: str) -> str | None:
+    """The setting a zoo.cfg key names (with or without "zookeeper."), if it is one of these."""
+    bare = key[len(PROPERTY_PREFIX):] if key.startswith(PROPERTY_PREFIX) else key
+    return bare if bare in _KEYS else None
+
+
+def settings(props: Mapping[str, str]) -> LimitSettings:
+    """The limits zoo.cfg sets; the bare key wins over its zookeeper.-prefixed form."""
+    groups: dict[str, dict[str, object]] = {"": {}, "connection": {}, "request": {}}
+    for key in sorted(props, key=lambda k: not k.startswith(PROPERTY_PREFIX)):
+        bare = limit_key(key)
+        if bare is not None:
+            group, name, parse = _KEYS[bare]
+            groups[group][name] = parse(key, props[key])
+    connection = _connection_throttle(ConnectionThrottleSettings(**groups["connection"]))
+    request = RequestThrottleSettings(**groups["request"])
+    top = groups[""]
+    if top.get("max_cnxns", 0) < 0:  # ServerCnxnFactory.initMaxCnxns
+        log.warning("event=config_max_cnxns_negative value=%d action=use_0", top["max_cnxns"])
+        top["max_cnxns"] = 0
+    if request.max_requests > 0 and request.stall_time_ms < 0:
+        raise SettingError(f"request_throttle_stall_time: {request.stall_time_ms} is negative")
+    return LimitSettings(**top, connection_throttle=connection, request_throttle=request)
+
+
+def _connection_throttle(s: ConnectionThrottleSettings) -> ConnectionThrottleSettings:
+    """BlueThrottle's static initialiser: weights below 1 or below the local weight are
+    replaced, as it replaces them (with a warning); with weights on, tokens and fill_count
+    count global sessions. Values BlueThrottle would divide by zero with, or never refill
+    from, stop start-up here."""
+    global_w, local_w, renew_w = (s.global_session_weight, s.local_session_weight,
+                                  s.renew_session_weight)
+    if global_w <= 0:
+        log.warning("event=config_throttle_weight key=global_session_weight value=%d use=3",
+                    global_w)
+        global_w = 3
+    elif global_w < local_w:
+        log.warning("event=config_throttle_weight key=global_session_weight value=%d use=%d",
+                    global_w, local_w)
+        global_w = local_w
+    if local_w <= 0:
+        log.warning("event=config_throttle_weight key=local_session_weight value=%d use=1",
+                    local_w)
+        local_w = 1
+    if renew_w <= 0:
+        log.warning("event=config_throttle_weight key=renew_session_weight value=%d use=2",
+                    renew_w)
+        renew_w = 2
+    elif renew_w < local_w:
+        log.warning("event=config_throttle_weight key=renew_session_weight value=%d use=%d",
+                    renew_w, local_w)
+        renew_w = local_w
+    tokens, fill_count = s.tokens, s.fill_count
+    if s.weight_enabled:
+        tokens, fill_count = global_w * tokens, global_w * fill_count
+    if tokens < 0:
+        raise SettingError(f"connection_throttle_tokens: {s.tokens} is negative")
+    if tokens and s.fill_time_ms < 1:
+        raise SettingError(f"connection_throttle_fill_time: {s.fill_time_ms} ms: the bucket "
+                           "would never refill (BlueThrottle divides by it)")
+    return ConnectionThrottleSettings(
+        tokens, s.fill_time_ms, fill_count, s.freeze_time_ms, s.drop_increase, s.drop_decrease,
+        s.decrease_ratio, s.weight_enabled, global_w, local_w, renew_w)
+
+
+def outstanding_limit(limit: int, voters: int, ensemble: bool) -> int:
+    """LeaderZooKeeperServer and LearnerZooKeeperServer share the limit among the other
+    voters of an ensemble of more than two (Java's int division, toward zero)."""
+    if not ensemble or voters <= 2:
+        return limit
+    q = abs(limit) // (voters - 1)
+    return q if limit >= 0 else -q
+
+
+# -- the counts ---------------------------------------------------------------------------
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class ClientLimits:
+    """The server's limits and the counts they are checked against. A connection calls
+    admit/release around its life (when it is a listener's), session_allowed at its
+    ConnectRequest, received after each batch of requests it read and answered after each
+    flush (both only when its session's queue length changed), and closed at its end."""
+
+    def __init__(self, config, clock_ms: Callable[[], int] = _monotonic_ms, rng=None):
+        s: LimitSettings = config.limits
+        self.max_client_cnxns = config.max_client_cnxns
+        self.max_cnxns = s.max_cnxns
+        self.session_outstanding_max = config.outstanding_requests_max
+        self.unsent_bytes_max = max(UNSENT_BYTES_MAX, UNSENT_REPLIES_MIN * config.jute_maxbuffer)
+        self.outstanding_limit = outstanding_limit(s.global_outstanding_limit,
+                                                   len(config.voters), config.is_ensemble)
+        self.in_process = 0  # requests in sessions' queues, as their connections counted them
+        self.held = 0  # requests waiting in the request throttler (its getInflight)
+        self.cnxns_by_address: dict[str, int] = {}
+        self.connection_throttle = ConnectionThrottle(s.connection_throttle, clock_ms(), rng)
+        self.request_throttler = (RequestThrottler(s.request_throttle, self, clock_ms)
+                                  if s.request_throttle.max_requests > 0 else None)
+        self.clock_ms = clock_ms
+        self.connections_rejected = 0  # ServerMetrics.CONNECTION_REJECTED
+        self.throttled_reads = 0  # times a connection stopped reading at a bound
+
+    # -- connections
+
+    def admit(self, host: str, alive: int) -> str | None:
+        """Count a new connection from `host` (`alive` open already), or say why not."""
+        if self.max_cnxns and alive >= self.max_cnxns:
+            self.connections_rejected += 1
+            return f"Too many connections {alive} - max is {self.max_cnxns}"
+        n = self.cnxns_by_address.get(host, 0)
+        if self.max_client_cnxns and n >= self.max_client_cnxns:
+            self.connections_rejected += 1
+            return f"Too many connections from {host} - max is {self.max_client_cnxns}"
+        self.cnxns_by_address[host] = n + 1
+        return None
+
+    def release(self, host: str) -> None:
+        n = self.cnxns_by_address.get(host, 0) - 1
+        if n > 0:
+            self.cnxns_by_address[host] = n
+        else:
+            self.cnxns_by_address.pop(host, None)
+
+    def session_allowed(self, renew: bool) -> bool:
+        """processConnectRequest's connThrottle.checkLimit: False refuses the session."""
+        throttle = self.connection_throttle
+        if not throttle.max_tokens:
+            return True
+        if throttle.check_limit(throttle.tokens_needed(renew), self.clock_ms()):
+            return True
+        self.connections_rejected += 1
+        return False
+
+    # -- requests in flight
+
+    def received(self, cnxn, queued: int) -> bool:
+        """`cnxn` read requests and its session has `queued` unanswered: whether it must stop
+        reading (incrOutstandingAndCheckThrottle)."""
+        self.in_process += queued - cnxn.outstanding_counted
+        cnxn.outstanding_counted = queued
+        limit = self.outstanding_limit
+        if queued >= self.session_outstanding_max or (queued or self._held_of(cnxn)) and (
+                self.in_process > limit or self.held > limit):
+            self.throttled_reads += 1
+            return True
+        return False
+
+    def answered(self, cnxn, queued: int) -> None:
+        """`cnxn` flushed replies and its session has `queued` unanswered."""
+        delta = queued - cnxn.outstanding_counted
+        self.in_process += delta
+        cnxn.outstanding_counted = queued
+        if delta < 0 and self.request_throttler is not None:
+            self.request_throttler.wake()
+
+    def may_read(self, cnxn, queued: int) -> bool:
+        """Whether `cnxn`, stopped at a bound, may read again (decrOutstandingAndCheckThrottle):
+        its session is down to half its bound, and it has nothing outstanding or the server
+        is within its limit."""
+        if queued and queued >= self.session_outstanding_max // 2:
+            return False
+        limit = self.outstanding_limit
+        return not (queued or self._held_of(cnxn)) or (
+            self.in_process <= limit and self.held <= limit)
+
+    def _held_of(self, cnxn) -> int:
+        throttler = self.request_throttler
+        return 0 if throttler is None else throttler.held_by.get(cnxn, 0)
+
+    def closed(self, cnxn) -> None:
+        """`cnxn` is gone: its session's queue no longer counts here."""
+        if cnxn.outstanding_counted:
+            self.in_process -= cnxn.outstanding_counted
+            cnxn.outstanding_counted = 0
+            if self.request_throttler is not None:
+                self.request_throttler.wake()
+
+    def submit_now(self, session, req) -> None:
+        """Into the pipeline, counted at once (the request throttler checks the count before
+        the next one)."""
+        cnxn = req.cnxn
+        cnxn.pipeline.submit(session, req)
+        transport = cnxn.transport
+        if transport is not None and not transport.is_closing() and session is not None:
+            queued = len(session.queue)
+            self.in_process += queued - cnxn.outstanding_counted
+            cnxn.outstanding_counted = queued
+
+    def submitter(self, pipeline) -> Callable:
+        """What a connection hands its requests to: the pipeline, or the request throttler."""
+        return pipeline.submit if self.request_throttler is None else self.request_throttler.submit
