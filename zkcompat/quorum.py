@@ -188,7 +188,8 @@ class QuorumPeer:
         unidentified: dict[QuorumConnection, None] = {}  # a set, in the order accepted
 
         def accept() -> QuorumConnection:
-            conn = QuorumConnection(on_packets, on_lost)
+            conn = QuorumConnection(on_packets, on_lost,
+                                    data_max_bytes=q.data_max_bytes(cfg.jute_maxbuffer))
             unidentified[conn] = None
             return conn
 
@@ -256,7 +257,8 @@ class QuorumPeer:
             term.end("connection to the leader lost")
 
         conn = await connect_to_leader(target.host, target.quorum_port, on_packets, on_lost,
-                                       cfg.init_limit * cfg.tick_time_ms / 1000)
+                                       cfg.init_limit * cfg.tick_time_ms / 1000,
+                                       q.data_max_bytes(cfg.jute_maxbuffer))
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
         try:

@@ -48,6 +48,9 @@ ACKEPOCH_ALREADY_ACCEPTED = -1
 # extra allowance; a proposal carries a whole request, so allow the client's maximum and
 # the header around it.
 PACKET_DATA_MAX_BYTES = 0xFFFFF + 64 * 1024
+# zookeeper.jute.maxbuffer.extrasize's floor (BinaryInputArchive): with it unset, the extra
+# allowance is jute.maxbuffer itself, and never under this.
+JUTE_MAXBUFFER_EXTRASIZE_MIN_BYTES = 1024
 AUTHINFO_MAX = 1024
 
 _I = struct.Struct(">i")
@@ -100,14 +103,25 @@ def _need(buf, off: int, n: int) -> bool:
     return len(buf) - off >= n
 
 
-def packet_end(buf: bytes | bytearray | memoryview, off: int = 0) -> int:
+def data_max_bytes(jute_maxbuffer: int) -> int:
+    """The longest buffer or string a server reads from another: BinaryInputArchive.checkLength
+    allows jute.maxbuffer plus the extra size (jute.maxbuffer again by default), so a server
+    whose clients may send jute.maxbuffer-sized requests can replicate them. Never less than
+    PACKET_DATA_MAX_BYTES."""
+    extra = max(jute_maxbuffer, JUTE_MAXBUFFER_EXTRASIZE_MIN_BYTES)
+    return max(PACKET_DATA_MAX_BYTES, jute_maxbuffer + extra)
+
+
+def packet_end(buf: bytes | bytearray | memoryview, off: int = 0,
+               data_max_bytes: int = PACKET_DATA_MAX_BYTES) -> int:
     """Where the QuorumPacket starting at `off` ends, or -1 if `buf` does not hold all of it
-    yet. Raises JuteError for lengths no ZooKeeper sends."""
+    yet. Raises JuteError for lengths no ZooKeeper sends (a data or string length over
+    data_max_bytes)."""
     if not _need(buf, off, _HEAD.size):
         return -1
     _, _, n = _HEAD.unpack_from(buf, off)
     o = off + _HEAD.size
-    if n < -1 or n > PACKET_DATA_MAX_BYTES:
+    if n < -1 or n > data_max_bytes:
         raise JuteError(f"QuorumPacket data length {n} out of range")
     o += max(n, 0)
     if not _need(buf, o, 4):
@@ -120,7 +134,7 @@ def packet_end(buf: bytes | bytearray | memoryview, off: int = 0) -> int:
         if not _need(buf, o, 4):
             return -1
         (slen,) = _I.unpack_from(buf, o)
-        if slen < -1 or slen > PACKET_DATA_MAX_BYTES:
+        if slen < -1 or slen > data_max_bytes:
             raise JuteError(f"QuorumPacket authinfo string length {slen} out of range")
         o += 4 + max(slen, 0)
     return o if len(buf) >= o else -1

@@ -21,7 +21,12 @@ from collections.abc import Callable
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
-from zkcompat.tree.snapstream import SnapReader, SnapStreamError, snap_stream_chunks
+from zkcompat.tree.snapstream import (
+    LENGTH_MAX_BYTES,
+    SnapReader,
+    SnapStreamError,
+    snap_stream_chunks,
+)
 from zkcompat.tree.view import TreeView
 from zkcompat.zab.leader import Snap
 
@@ -51,12 +56,15 @@ class QuorumConnection(asyncio.Protocol):
     learner); `on_lost(conn)` once it closes. On the leader's side (not reads_snap) a run
     of ACKs in one read is handed over as its last: a learner ACKs in zxid order, so the
     last says all the others said (an ACK of a zxid whose counter is 0, NEWLEADER's or
-    UPTODATE's, is never merged)."""
+    UPTODATE's, is never merged). A packet's data, and a SNAP's buffers and strings, may be
+    data_max_bytes long (jute.maxbuffer and its extra size: quorum.data_max_bytes)."""
 
-    def __init__(self, on_packets: Callable, on_lost: Callable, *, reads_snap: bool = False):
+    def __init__(self, on_packets: Callable, on_lost: Callable, *, reads_snap: bool = False,
+                 data_max_bytes: int = q.PACKET_DATA_MAX_BYTES):
         self.on_packets = on_packets
         self.on_lost = on_lost
         self.reads_snap = reads_snap
+        self.data_max_bytes = data_max_bytes
         self.transport: asyncio.Transport | None = None
         self.sid: int | None = None  # the learner's, once its first packet named it
         self.remote = "?"
@@ -132,7 +140,7 @@ class QuorumConnection(asyncio.Protocol):
                     last_ack = None
                 pkts.append(r.QuorumPacket(type_, zxid))
                 continue
-            end = q.packet_end(buf, off)
+            end = q.packet_end(buf, off, self.data_max_bytes)
             if end < 0:
                 break
             pkt, _ = q.decode_packet(buf, off)
@@ -161,7 +169,8 @@ class QuorumConnection(asyncio.Protocol):
     def _start_snap(self, pkt) -> None:
         log.info("event=snap_receiving zxid=0x%x", pkt.zxid)
         self._snap_pkt = pkt
-        self._snap = SnapReader(pkt.zxid, progress=_snap_progress("snap_received"))
+        self._snap = SnapReader(pkt.zxid, progress=_snap_progress("snap_received"),
+                                length_max_bytes=max(LENGTH_MAX_BYTES, self.data_max_bytes))
 
     def _snap_finished(self) -> None:
         result = self._snap.result()
@@ -249,8 +258,8 @@ def is_snap(item) -> bool:
     return isinstance(item, Snap)
 
 
-async def connect_to_leader(host: str, port: int, on_packet, on_lost,
-                            limit_s: float) -> QuorumConnection:
+async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: float,
+                            data_max_bytes: int = q.PACKET_DATA_MAX_BYTES) -> QuorumConnection:
     """Learner.connectToLeader: try every CONNECT_RETRY_S until `limit_s` (initLimit)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -259,7 +268,8 @@ async def connect_to_leader(host: str, port: int, on_packet, on_lost,
         attempt += 1
         try:
             _, conn = await loop.create_connection(
-                lambda: QuorumConnection(on_packet, on_lost, reads_snap=True), host, port)
+                lambda: QuorumConnection(on_packet, on_lost, reads_snap=True,
+                                         data_max_bytes=data_max_bytes), host, port)
             return conn
         except OSError as e:
             if loop.time() + CONNECT_RETRY_S > deadline:
