@@ -48,8 +48,8 @@ def handshake(port: int, source: str = HOST) -> str:
     sock.settimeout(10)
     try:
         sock.bind((source, 0))
-        sock.connect((HOST, port))
         try:
+            sock.connect((HOST, port))
             sock.sendall(wire.connect_request())
             data = sock.recv(4096)
         except (ConnectionResetError, BrokenPipeError):
