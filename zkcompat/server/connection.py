@@ -91,7 +91,7 @@ class Connection(asyncio.Protocol):
         self._queued = False  # in the outbox, to be flushed
         self._close_after_flush = False
         self._paused = False
-        self._out_bytes = 0  # the size of _out
+        self._out_bytes = 0  # the size of _out, less its first reply
         # Not None while the transport holds more than its high-water mark (pause_writing):
         # the frames read meanwhile, answered once it drains.
         self._unread: list | None = None
@@ -170,9 +170,16 @@ class Connection(asyncio.Protocol):
                     # until the transport drains (resume_writing).
                     self._unread += rest
                     break
+            # _count_received, inlined: a 1x1 client's every write comes through here.
             queued = len(self.session.queue)
-            if queued != self.outstanding_counted and self.server.limits.received(self, queued):
-                self._pause_reading()
+            counted = self.outstanding_counted
+            if queued != counted:
+                limits = self.server.limits
+                limits.in_process += queued - counted
+                self.outstanding_counted = queued
+                if queued >= limits.session_outstanding_max or limits.in_process > \
+                        limits.outstanding_limit and limits.must_stop_reading(self, queued):
+                    self._pause_reading()
             return
         for f in frames:
             self._on_frame(f)
@@ -200,12 +207,13 @@ class Connection(asyncio.Protocol):
         self.stats.sent += 1
         self.server.stats.packets_sent += 1
         self._out.append(data)
-        self._out_bytes += len(data)
         if not self._queued:
             self._queued = True
             self.outbox.add(self)
-        elif self._out_bytes > OUT_SPILL_BYTES:
-            self._spill()
+        else:  # the first reply of a flush is not counted: a 1x1 client pays nothing here
+            self._out_bytes += len(data)
+            if self._out_bytes > OUT_SPILL_BYTES:
+                self._spill()
 
     def flush(self) -> None:
         """Write everything queued with one transport.write (the outbox calls this), then
@@ -231,8 +239,15 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return
         # Requests are counted in when read; here those answered are counted out.
-        if self.outstanding_counted and len(self.session.queue) != self.outstanding_counted:
-            self.server.limits.answered(self, len(self.session.queue))
+        counted = self.outstanding_counted
+        if counted:
+            queued = len(self.session.queue)
+            if queued != counted:
+                limits = self.server.limits
+                limits.in_process += queued - counted
+                self.outstanding_counted = queued
+                if limits.held and queued < counted:
+                    limits.request_throttler.wake()
         if self._paused:
             self._maybe_resume_reading()
 
@@ -301,9 +316,17 @@ class Connection(asyncio.Protocol):
             self._resume_reading()
 
     def _count_received(self) -> None:
-        """After requests were read: the limits count them, and may stop this reading."""
+        """After requests were read: the limits count them (inline: this runs for every
+        write), and may stop this reading."""
         queued = len(self.session.queue)
-        if queued != self.outstanding_counted and self.server.limits.received(self, queued):
+        counted = self.outstanding_counted
+        if queued == counted:
+            return
+        limits = self.server.limits
+        limits.in_process += queued - counted
+        self.outstanding_counted = queued
+        if queued >= limits.session_outstanding_max or limits.in_process > \
+                limits.outstanding_limit and limits.must_stop_reading(self, queued):
             self._pause_reading()
 
     stop_reading = _pause_reading  # for the request throttler, when it holds too many

@@ -200,8 +200,10 @@ def _monotonic_ms() -> int:
 class ClientLimits:
     """The server's limits and the counts they are checked against. A connection calls
     admit/release around its life (when it is a listener's), session_allowed at its
-    ConnectRequest, received after each batch of requests it read and answered after each
-    flush (both only when its session's queue length changed), and closed at its end."""
+    ConnectRequest, and closed at its end; it adds the change of its session's queue length
+    to in_process itself, after each batch of requests it reads and each flush of replies
+    (inline: that runs for every write), and asks must_stop_reading when the server is over
+    globalOutstandingLimit."""
 
     def __init__(self, config, clock_ms: Callable[[], int] = _monotonic_ms, rng=None):
         s: LimitSettings = config.limits
@@ -254,25 +256,14 @@ class ClientLimits:
 
     # -- requests in flight
 
-    def received(self, cnxn, queued: int) -> bool:
-        """`cnxn` read requests and its session has `queued` unanswered: whether it must stop
+    def must_stop_reading(self, cnxn, queued: int) -> bool:
+        """`cnxn`, whose session has `queued` unanswered, read requests while more than the
+        limit are in process (the connection counted them in already): whether it must stop
         reading (incrOutstandingAndCheckThrottle)."""
-        self.in_process += queued - cnxn.outstanding_counted
-        cnxn.outstanding_counted = queued
-        limit = self.outstanding_limit
-        if queued >= self.session_outstanding_max or (queued or self._held_of(cnxn)) and (
-                self.in_process > limit or self.held > limit):
+        if queued or self._held_of(cnxn):
             self.throttled_reads += 1
             return True
         return False
-
-    def answered(self, cnxn, queued: int) -> None:
-        """`cnxn` flushed replies and its session has `queued` unanswered."""
-        delta = queued - cnxn.outstanding_counted
-        self.in_process += delta
-        cnxn.outstanding_counted = queued
-        if delta < 0 and self.request_throttler is not None:
-            self.request_throttler.wake()
 
     def may_read(self, cnxn, queued: int) -> bool:
         """Whether `cnxn`, stopped at a bound, may read again (decrOutstandingAndCheckThrottle):
