@@ -1,11 +1,13 @@
-"""The server side of SASL DIGEST-MD5 (RFC 2831) with qop=auth, as Java's DigestMD5Server
-answers ZooKeeper's clients: sans-I/O, tokens in and out. No Python library offers this
-side of the mechanism, so it is written here, small, and tested with RFC 2831's vectors.
+"""SASL DIGEST-MD5 (RFC 2831) with qop=auth, both sides, as Java's DigestMD5Server and
+DigestMD5Client speak it to ZooKeeper: sans-I/O, tokens in and out. No Python library offers
+the server side (nor a client that answers as Java's), so they are written here, small, and
+tested with RFC 2831's vectors.
 
-ZooKeeper makes its server with Sasl.createSaslServer("DIGEST-MD5", "zookeeper",
-"zk-sasl-md5", null, handler): the realm is "zk-sasl-md5" and a client's digest-uri must be
-"zookeeper/zk-sasl-md5". Integrity and confidentiality (auth-int, auth-conf) are not
-offered, as ZooKeeper offers neither.
+ZooKeeper's client port makes its server with Sasl.createSaslServer("DIGEST-MD5",
+"zookeeper", "zk-sasl-md5", null, handler): the realm is "zk-sasl-md5" and a client's
+digest-uri must be "zookeeper/zk-sasl-md5". Its quorum SASL uses protocol
+"zookeeper-quorum" and server name "zk-quorum-sasl-md5" instead (QuorumAuth). Integrity and
+confidentiality (auth-int, auth-conf) are not offered, as ZooKeeper offers neither.
 """
 
 import base64
@@ -15,11 +17,14 @@ import secrets
 from collections.abc import Callable, Mapping
 
 PROTOCOL = "zookeeper"
-SERVER_NAME = "zk-sasl-md5"  # SaslQuorumServerCallbackHandler / ZooKeeperSaslServer
+SERVER_NAME = "zk-sasl-md5"  # ZooKeeperSaslServer.DEFAULT_SERVER_NAME: the client port's
 QOP_AUTH = "auth"
 NONCE_BYTES = 30  # DigestMD5Server's RAW_NONCE_SIZE
 NONCE_COUNT = "00000001"  # one authentication per nonce: no subsequent authentication
 RESPONSE_BYTES_MAX = 4096  # RFC 2831 2.1.2: a digest-response is at most 4096 bytes
+CHALLENGE_BYTES_MAX = 2048  # RFC 2831 2.1.1; DigestMD5Client's MAX_CHALLENGE_LENGTH
+CNONCE_BYTES = 30  # DigestMD5Client's RAW_NONCE_SIZE, as the server's
+ALGORITHM = "md5-sess"  # the only algorithm RFC 2831 defines, and required in a challenge
 
 
 class SaslError(ValueError):
@@ -112,9 +117,14 @@ class DigestMd5Server:
     the exchange (ZooKeeper then closes the connection)."""
 
     def __init__(self, password_of: Callable[[str], str | None],
-                 new_nonce: Callable[[], str] | None = None):
+                 new_nonce: Callable[[], str] | None = None, protocol: str = PROTOCOL,
+                 server_name: str = SERVER_NAME):
         self._password_of = password_of
         self._new_nonce = new_nonce or _random_nonce
+        # Java's DigestMD5Server offers the server name as its one realm and expects the
+        # digest-uri protocol/server name.
+        self._protocol = protocol
+        self._server_name = server_name
         self._nonce: str | None = None
         self.complete = False
         self.username: str | None = None
@@ -128,7 +138,7 @@ class DigestMd5Server:
             # ignored, and the challenge goes out, byte for byte as Java's (no qop
             # directive: auth alone is offered, which is what its absence means).
             self._nonce = self._new_nonce()
-            return (f'realm="{SERVER_NAME}",nonce="{self._nonce}",'
+            return (f'realm="{self._server_name}",nonce="{self._nonce}",'
                     f"charset=utf-8,algorithm=md5-sess").encode()
         if len(token) > RESPONSE_BYTES_MAX:
             raise SaslError("DIGEST-MD5: digest response too long")
@@ -151,7 +161,7 @@ class DigestMd5Server:
             raise SaslError("DIGEST-MD5: digest response format violation. Missing "
                             "username.")
         realm = d.get("realm", "")
-        if realm != SERVER_NAME:
+        if realm != self._server_name:
             raise SaslError("DIGEST-MD5: digest response format violation. Nonexistent "
                             "realm: " + realm)
         if d.get("nonce") != self._nonce:
@@ -167,8 +177,8 @@ class DigestMd5Server:
             raise SaslError("DIGEST-MD5: digest response format violation. Invalid QOP: "
                             + qop)
         uri = d.get("digest-uri", "")
-        expected_uri = f"{PROTOCOL}/{SERVER_NAME}"
-        if uri.lower() != expected_uri:
+        expected_uri = f"{self._protocol}/{self._server_name}"
+        if uri.lower() != expected_uri.lower():
             raise SaslError(f"DIGEST-MD5: digest response format violation. Mismatched URI: "
                             f"{uri}; expecting: {expected_uri}")
         password = self._password_of(username)
@@ -184,6 +194,90 @@ class DigestMd5Server:
         self.username, self.authzid = username, authzid
         return response_value(username, realm, password, self._nonce, cnonce, d["nc"], qop,
                               uri, authzid, "", utf8)
+
+
+class DigestMd5Client:
+    """The client side, as Java's DigestMD5Client answers (it has no initial response):
+    evaluate(challenge) gives the digest-response, evaluate(rspauth token) checks the
+    server's proof and gives None, after which `complete` is true. authzid, when given, is
+    sent and hashed into A1, as Java does when Sasl.createSaslClient is given one (ZooKeeper's
+    learner passes its user name). A SaslError ends the exchange."""
+
+    def __init__(self, username: str, password: str, protocol: str, server_name: str,
+                 authzid: str | None = None, new_cnonce: Callable[[], str] | None = None):
+        self._username, self._password = username, password
+        self.digest_uri = f"{protocol}/{server_name}"
+        self._authzid = authzid
+        self._new_cnonce = new_cnonce or _random_nonce
+        self._rspauth: str | None = None  # what the server must prove, once we responded
+        self.complete = False
+
+    def evaluate(self, token: bytes) -> bytes | None:
+        if self.complete:
+            raise SaslError("DIGEST-MD5: authentication already completed")
+        if self._rspauth is None:
+            return self._respond(token)
+        self._check_rspauth(token)
+        self.complete = True
+        return None
+
+    def _respond(self, challenge: bytes) -> bytes:
+        if len(challenge) > CHALLENGE_BYTES_MAX:
+            raise SaslError(f"DIGEST-MD5: Invalid digest-challenge length. Got: "
+                            f"{len(challenge)} Expected < {CHALLENGE_BYTES_MAX}")
+        d = parse_directives(challenge)
+        charset = d.get("charset")
+        if charset is not None and charset.lower() != "utf-8":
+            raise SaslError("DIGEST-MD5: digest-challenge format violation: Unrecognised "
+                            "charset value: " + charset)
+        utf8 = charset is not None
+        if d.get("algorithm", "").lower() != ALGORITHM:
+            raise SaslError("DIGEST-MD5: Digest-challenge format violation: algorithm "
+                            "directive missing or not md5-sess")
+        nonce = d.get("nonce")
+        if not nonce:
+            raise SaslError("DIGEST-MD5: Digest-challenge format violation: nonce directive "
+                            "missing")
+        offered = [q.strip() for q in d.get("qop", QOP_AUTH).split(",")]
+        if QOP_AUTH not in offered:
+            raise SaslError("DIGEST-MD5: No common protection layer between client and server")
+        realm = d.get("realm")  # absent: the client's own (none), hashed as ""
+        cnonce = self._new_cnonce()
+        response = response_value(self._username, realm or "", self._password, nonce, cnonce,
+                                  NONCE_COUNT, QOP_AUTH, self.digest_uri, self._authzid,
+                                  "AUTHENTICATE", utf8)
+        self._rspauth = response_value(self._username, realm or "", self._password, nonce,
+                                       cnonce, NONCE_COUNT, QOP_AUTH, self.digest_uri,
+                                       self._authzid, "", utf8)
+        # The directives in DigestMD5Client.generateClientResponse's order.
+        parts = ["charset=utf-8"] if utf8 else []
+        parts.append(f'username="{_quote(self._username)}"')
+        if realm is not None:
+            parts.append(f'realm="{_quote(realm)}"')
+        parts += [f'nonce="{_quote(nonce)}"', f"nc={NONCE_COUNT}", f'cnonce="{_quote(cnonce)}"',
+                  f'digest-uri="{_quote(self.digest_uri)}"', "maxbuf=65536",
+                  f"response={response}", f"qop={QOP_AUTH}"]
+        if self._authzid is not None:
+            parts.append(f'authzid="{_quote(self._authzid)}"')
+        try:
+            return ",".join(parts).encode("utf-8" if utf8 else "latin-1")
+        except UnicodeEncodeError:
+            raise SaslError("DIGEST-MD5: a value is not ISO 8859-1 and charset is not "
+                            "utf-8") from None
+
+    def _check_rspauth(self, token: bytes) -> None:
+        rspauth = parse_directives(token).get("rspauth")
+        if rspauth is None:
+            raise SaslError("DIGEST-MD5: Authentication failed. Expecting 'rspauth' "
+                            "authentication success message")
+        if not hmac.compare_digest(rspauth.lower().encode(), self._rspauth.encode()):
+            raise SaslError("DIGEST-MD5: Server's rspauth value does not match what client "
+                            "expects")
+
+
+def _quote(value: str) -> str:
+    """RFC 2831's quoted-string: a backslash before each \\ and \"."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _nonce_count(value: str) -> int:
