@@ -132,6 +132,8 @@ class Config:
     secure_client_port_address: str = WILDCARD_ADDRESS
     client_port_enabled: bool = True  # False: secureClientPort without clientPort
     tls: security.TlsSettings | None = None  # the ssl.* settings, with a secure port
+    # sslQuorum / portUnification and the ssl.quorum.* settings (QuorumTls), else None.
+    quorum_tls: object | None = None
     auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
     sasl: object | None = None  # security.sasl.SaslSettings: a JAAS Server section's users
     # security.enforce.AuthEnforcement: enforce.auth.*, allowSaslFailedClients
@@ -680,10 +682,12 @@ def _security_key(key: str) -> bool:
     superUser: read by _setup_security."""
     bare = key.removeprefix(security.PROPERTY_PREFIX)
     return (security.ssl_key(key) is not None or bare.startswith(security.AUTH_PROVIDER_PREFIX)
+            or bare.startswith(security.QUORUM_SSL_PREFIX) and bare not in config_status.BY_KEY
             or key in _SECURITY_KEYS or bare in _SECURITY_PROPERTIES)
 
 
-_SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory")
+_SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory",
+                  "sslQuorum", "portUnification")
 # System properties zoo.cfg may set (with or without "zookeeper."), read by _setup_security.
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
                         "sasl.serverconfig", "superUser", "enforce.auth.enabled",
@@ -722,11 +726,13 @@ def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str,
         cfg.auth_enforcement = enforce.auth_enforcement(props, cfg.auth_schemes)
     except (sasl.SaslSetupError, enforce.EnforceSetupError) as e:
         raise ConfigError(str(e)) from None
-    if cfg.tls is not None:
+    if cfg.tls is not None or security.QUORUM_SECURITY_KEYS & props.keys():
         # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.
-        from zkcompat.security import tls  # noqa: PLC0415 - only a secure server needs it
+        from zkcompat.security import quorum_tls, tls  # noqa: PLC0415 - only a secure server
 
         try:
-            tls.server_context(cfg.tls)
-        except tls.TlsSetupError as e:
+            if cfg.tls is not None:
+                tls.server_context(cfg.tls)
+            cfg.quorum_tls = quorum_tls.quorum_tls(props)
+        except (tls.TlsSetupError, security.SettingError) as e:
             raise ConfigError(str(e)) from None

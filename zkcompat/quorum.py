@@ -24,6 +24,7 @@ from zkcompat.zab.election import Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
+from zkcompat.zab.links import Listener
 from zkcompat.zab.peer import Effects, zxid_epoch
 from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
@@ -102,7 +103,8 @@ class QuorumPeer:
         cfg_keys = list(config.raw)  # zoo.cfg's keys in file order: the exact config bytes
         self.config_bytes = quorum_config_bytes(servers, cfg_keys)
         ctx.quorum_config = self.config_bytes  # conf prints the membership
-        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng)
+        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng,
+                               security=config.quorum_tls)
         self.state = ServerState.LOOKING
         self.sync_started: float | None = None  # a learner's term: its LEADERINFO arrived
 
@@ -219,15 +221,14 @@ class QuorumPeer:
                 del term.conns[conn.sid]
                 pipeline.obey(leader.gone(conn.sid))
 
-        loop = asyncio.get_running_loop()
         host = "0.0.0.0" if cfg.quorum_listen_on_all_ips else self.me.host
-        server = await loop.create_server(accept, host, self.me.quorum_port,
-                                          reuse_address=True)
+        server = Listener(cfg.quorum_tls, lambda link: link.attach(accept()), "quorum")
+        await server.start(host, self.me.quorum_port)
         try:
             pipeline.obey(leader.start())
             await self._tick_until_ended(term, leader, pipeline)
         finally:
-            server.close()  # stops accepting; the connections accepted stay open
+            await server.close()  # stops accepting; the connections accepted stay open
             for conn in [*term.conns.values(), *unidentified]:
                 conn.close("leader term ended")
 
@@ -258,7 +259,7 @@ class QuorumPeer:
 
         conn = await connect_to_leader(target.host, target.quorum_port, on_packets, on_lost,
                                        cfg.init_limit * cfg.tick_time_ms / 1000,
-                                       q.data_max_bytes(cfg.jute_maxbuffer))
+                                       q.data_max_bytes(cfg.jute_maxbuffer), cfg.quorum_tls)
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
         try:

@@ -38,6 +38,11 @@ ENSEMBLE_SIZES = (3, 5, 7)
 ENSEMBLE_CFG = {"initLimit": 10, "syncLimit": 5}  # ticks, as ZooKeeper's sample zoo.cfg
 ZOOKEEPER_HEAP_MAX = "-Xmx1g"
 ZOOKEEPER_LOGGING_JARS = ("slf4j-log4j12.jar", "log4j-1.2.jar")
+# Debian's zookeeper.jar names netty's buffer, common, handler and transport jars in its
+# Class-Path but not codec and resolver, which ZooKeeper's TLS needs too: without them a
+# TLS election port's listener thread dies of NoClassDefFoundError at its first connection
+# (UnifiedServerSocket calls Netty's SslHandler), silently.
+ZOOKEEPER_NETTY_JARS = ("netty-codec.jar", "netty-resolver.jar")
 START_TIMEOUT_S = 900.0  # recovering a million znodes can take minutes
 STOP_GRACE_S = 60.0  # ZooKeeper and zkcompat both finish quickly on SIGTERM
 JCMD_TIMEOUT_S = 60.0  # a full GC of a 1 GB heap takes a second or two
@@ -136,7 +141,7 @@ def zookeeper_classpath() -> str:
         pass
     if not jars:
         jars = [str(JAVA_SHARE / "zookeeper.jar")]
-    jars += [str(JAVA_SHARE / j) for j in ZOOKEEPER_LOGGING_JARS]
+    jars += [str(JAVA_SHARE / j) for j in (*ZOOKEEPER_LOGGING_JARS, *ZOOKEEPER_NETTY_JARS)]
     missing = [j for j in jars if not Path(j).exists()]
     if missing:
         raise RuntimeError(f"ZooKeeper jars missing: {missing}; run scripts/install-zookeeper")

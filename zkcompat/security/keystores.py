@@ -23,39 +23,39 @@ class KeyMaterial:
     chain: list[x509.Certificate]  # the key's certificate first
 
 
-def _read(store: Store, what: str) -> bytes:
+def _read(store: Store) -> bytes:
     try:
         return store.location.read_bytes()
     except OSError as e:
-        raise StoreError(f"ssl.{what}.location: cannot read {store.location}: {e}") from None
+        raise StoreError(f"{store.setting}.location: cannot read {store.location}: {e}") from None
 
 
 def load_key_store(store: Store) -> KeyMaterial:
     """The first private key in the store, with its chain (the store's password opens both,
     as ZooKeeper's X509Util.createKeyManager uses it for both)."""
-    data = _read(store, "keyStore")
+    data = _read(store)
     try:
         material = _KEY_LOADERS[store.type](data, store.password)
     except StoreError:
         raise
     except Exception as e:  # noqa: BLE001 - each library has its own errors; all mean "unreadable"
-        raise StoreError(f"ssl.keyStore.location: cannot load {store.type} key store "
+        raise StoreError(f"{store.setting}.location: cannot load {store.type} key store "
                          f"{store.location}: {type(e).__name__}: {e}") from None
     if material is None:
-        raise StoreError(f"ssl.keyStore.location: no private key in {store.location}")
+        raise StoreError(f"{store.setting}.location: no private key in {store.location}")
     return material
 
 
 def load_trust_store(store: Store) -> list[x509.Certificate]:
     """Every certificate of the store: each is a trust anchor, as in a Java trust store."""
-    data = _read(store, "trustStore")
+    data = _read(store)
     try:
         certs = _TRUST_LOADERS[store.type](data, store.password)
     except Exception as e:  # noqa: BLE001 - as above
-        raise StoreError(f"ssl.trustStore.location: cannot load {store.type} trust store "
+        raise StoreError(f"{store.setting}.location: cannot load {store.type} trust store "
                          f"{store.location}: {type(e).__name__}: {e}") from None
     if not certs:
-        raise StoreError(f"ssl.trustStore.location: no certificate in {store.location}")
+        raise StoreError(f"{store.setting}.location: no certificate in {store.location}")
     return certs
 
 

@@ -10,6 +10,9 @@ from pathlib import Path
 PROPERTY_PREFIX = "zookeeper."
 SSL_PREFIX = "ssl."  # ClientX509Util.getConfigPrefix, less "zookeeper."
 QUORUM_SSL_PREFIX = "ssl.quorum."  # QuorumX509Util's: the ensemble's TLS, not the client port's
+# The keys that turn TLS on between servers (QuorumPeerConfig), with or without "zookeeper.".
+QUORUM_SECURITY_KEYS = frozenset(("sslQuorum", "portUnification", "zookeeper.sslQuorum",
+                                  "zookeeper.portUnification"))
 AUTH_PROVIDER_PREFIX = "authProvider."  # ProviderRegistry.AUTHPROVIDER_PROPERTY_PREFIX
 X509_SCHEME = "x509"
 # X509Util.DEFAULT_PROTOCOL on a Java that has TLSv1.3 (every Java ZooKeeper 3.9 runs on).
@@ -66,6 +69,7 @@ class Store:
     location: Path
     password: str
     type: StoreType
+    setting: str = "ssl.keyStore"  # its settings' common part, for messages naming a key
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,14 @@ class TlsSettings:
     enabled_protocols: tuple[str, ...]
     ciphersuites: tuple[str, ...] | None  # None: X509Util's defaults
     client_auth: ClientAuth
-    hostname_verification: bool  # never applied to clients (ClientX509Util): kept for reading
+    # The peer's certificate must name its address: on the quorum both ways (QuorumX509Util),
+    # on the client port never (ClientX509Util does not check clients): kept for reading.
+    hostname_verification: bool
     auth_provider: str  # the scheme that authenticates a client certificate
     super_user: str | None  # X509AuthenticationProvider.superUser: this x509 id is super too
+    # ZKTrustManager: an address the certificate does not name may be looked up (3.9).
+    allow_reverse_dns_lookup: bool = False
+    prefix: str = SSL_PREFIX  # whose settings these are, for messages naming a key
 
 
 def ssl_key(key: str) -> str | None:
@@ -113,24 +122,25 @@ def store_type(key: str, value: str | None, location: str) -> StoreType:
     return found
 
 
-def _password(props: Mapping[str, str], name: str) -> str:
+def _password(props: Mapping[str, str], prefix: str, name: str) -> str:
     """X509Util.getPasswordFromConfigPropertyOrFile: passwordPath, if set, wins."""
-    path = _get(props, f"ssl.{name}.passwordPath") or ""
+    path = _get(props, f"{prefix}{name}.passwordPath") or ""
     if not path:
-        return _get(props, f"ssl.{name}.password") or ""
+        return _get(props, f"{prefix}{name}.password") or ""
     try:
         secret = Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise SettingError(f"ssl.{name}.passwordPath: cannot read {path}: {e}") from None
+        raise SettingError(f"{prefix}{name}.passwordPath: cannot read {path}: {e}") from None
     return secret.removesuffix("\n")
 
 
-def _store(props: Mapping[str, str], name: str) -> Store | None:
-    location = _get(props, f"ssl.{name}.location") or ""
+def _store(props: Mapping[str, str], prefix: str, name: str) -> Store | None:
+    location = _get(props, f"{prefix}{name}.location") or ""
     if not location:
         return None
-    kind = store_type(f"ssl.{name}.type", _get(props, f"ssl.{name}.type"), location)
-    return Store(Path(location), _password(props, name), kind)
+    key = f"{prefix}{name}.type"
+    kind = store_type(key, _get(props, key), location)
+    return Store(Path(location), _password(props, prefix, name), kind, f"{prefix}{name}")
 
 
 def _protocols(key: str, value: str) -> tuple[str, ...]:
@@ -142,28 +152,30 @@ def _protocols(key: str, value: str) -> tuple[str, ...]:
     return names
 
 
-def tls_settings(props: Mapping[str, str]) -> TlsSettings:
-    """The client port's TLS settings from zoo.cfg's properties."""
-    protocol = (_get(props, "ssl.protocol") or DEFAULT_PROTOCOL).strip()
+def tls_settings(props: Mapping[str, str], prefix: str = SSL_PREFIX) -> TlsSettings:
+    """The TLS settings under `prefix` in zoo.cfg's properties: ssl.* for the client port
+    (ClientX509Util), ssl.quorum.* for the ensemble's own connections (QuorumX509Util)."""
+    protocol = (_get(props, f"{prefix}protocol") or DEFAULT_PROTOCOL).strip()
     if protocol not in DEFAULT_ENABLED_PROTOCOLS and protocol not in PROTOCOLS:
-        raise SettingError(f"ssl.protocol: {protocol} SSLContext not available")
-    enabled = _get(props, "ssl.enabledProtocols")
-    enabled_protocols = (_protocols("ssl.enabledProtocols", enabled) if enabled is not None
+        raise SettingError(f"{prefix}protocol: {protocol} SSLContext not available")
+    enabled = _get(props, f"{prefix}enabledProtocols")
+    enabled_protocols = (_protocols(f"{prefix}enabledProtocols", enabled) if enabled is not None
                          else DEFAULT_ENABLED_PROTOCOLS.get(protocol, (protocol,)))
-    suites = _get(props, "ssl.ciphersuites")
+    suites = _get(props, f"{prefix}ciphersuites")
     ciphersuites = None
     if suites is not None:
         ciphersuites = tuple(s.strip() for s in suites.split(",") if s.strip())
-    auth = (_get(props, "ssl.clientAuth") or "").strip()
+    auth = (_get(props, f"{prefix}clientAuth") or "").strip()
     try:
         client_auth = ClientAuth(auth.lower()) if auth else ClientAuth.NEED
     except ValueError:
-        raise SettingError(f"ssl.clientAuth: No enum constant ClientAuth.{auth.upper()} "
+        raise SettingError(f"{prefix}clientAuth: No enum constant ClientAuth.{auth.upper()} "
                            f"(none, want or need)") from None
-    verify = (_get(props, "ssl.hostnameVerification") or "true").strip().lower() != "false"
+    verify = (_get(props, f"{prefix}hostnameVerification") or "true").strip().lower() != "false"
+    reverse = (_get(props, f"{prefix}allowReverseDnsLookup") or "false").strip().lower() == "true"
     return TlsSettings(
-        key_store=_store(props, "keyStore"),
-        trust_store=_store(props, "trustStore"),
+        key_store=_store(props, prefix, "keyStore"),
+        trust_store=_store(props, prefix, "trustStore"),
         protocol=protocol,
         enabled_protocols=enabled_protocols,
         ciphersuites=ciphersuites,
@@ -171,6 +183,8 @@ def tls_settings(props: Mapping[str, str]) -> TlsSettings:
         hostname_verification=verify,
         auth_provider=(_get(props, "ssl.authProvider") or X509_SCHEME).strip(),
         super_user=_get(props, X509_SUPER_USER),
+        allow_reverse_dns_lookup=reverse,
+        prefix=prefix,
     )
 
 

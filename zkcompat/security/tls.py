@@ -79,32 +79,58 @@ class TlsSetupError(ValueError):
 
 
 def server_context(tls: TlsSettings) -> ssl.SSLContext:
-    """The secure client port's SSLContext, as X509Util.createSSLContextAndOptions and
-    SSLContextAndOptions.configureSslParameters make ZooKeeper's."""
+    """The secure client port's SSLContext (or a quorum listener's), as
+    X509Util.createSSLContextAndOptions and SSLContextAndOptions.configureSslParameters make
+    ZooKeeper's."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = sorted(_VERSIONS[p] for p in tls.enabled_protocols)
-    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-    _set_suites(ctx, tls.ciphersuites or DEFAULT_SUITES, tls.ciphersuites is not None)
-    if tls.key_store is None:
-        raise TlsSetupError("ssl.keyStore.location: a secure client port needs a key store")
-    try:
-        _load_key(ctx, tls)
-        ctx.verify_mode = _VERIFY_MODE[tls.client_auth]
-        if tls.client_auth != ClientAuth.NONE:
-            if tls.trust_store is None:
-                ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Java's default trust store
-            else:
-                pem = "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii")
-                              for c in load_trust_store(tls.trust_store))
-                ctx.load_verify_locations(cadata=pem)
-            # Every certificate of a Java trust store is an anchor, a CA's or not.
-            ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
-    except StoreError as e:
-        raise TlsSetupError(str(e)) from None
+    _configure(ctx, tls)
+    ctx.verify_mode = _VERIFY_MODE[tls.client_auth]
+    if tls.client_auth != ClientAuth.NONE:
+        _trust(ctx, tls, ssl.Purpose.CLIENT_AUTH)
     return ctx
 
 
-def _set_suites(ctx: ssl.SSLContext, suites, given: bool) -> None:
+def client_context(tls: TlsSettings) -> ssl.SSLContext:
+    """The SSLContext of a server's own connections to its peers (X509Util.createSSLSocket):
+    the key store's certificate goes out as the client's, and the peer's must chain to the
+    trust store. Whether it names the peer is for the caller to check, as ZKTrustManager
+    does it (zkcompat.security.quorum_tls.names_peer), not OpenSSL's hostname check."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    _configure(ctx, tls)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _trust(ctx, tls, ssl.Purpose.SERVER_AUTH)
+    return ctx
+
+
+def _configure(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    versions = sorted(_VERSIONS[p] for p in tls.enabled_protocols)
+    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
+    _set_suites(ctx, tls.ciphersuites or DEFAULT_SUITES, tls.ciphersuites is not None,
+                tls.prefix)
+    if tls.key_store is None:
+        raise TlsSetupError(f"{tls.prefix}keyStore.location: a secure port needs a key store")
+    try:
+        _load_key(ctx, tls)
+    except StoreError as e:
+        raise TlsSetupError(str(e)) from None
+
+
+def _trust(ctx: ssl.SSLContext, tls: TlsSettings, purpose: ssl.Purpose) -> None:
+    if tls.trust_store is None:
+        ctx.load_default_certs(purpose)  # Java's default trust store
+        return
+    try:
+        pem = "".join(c.public_bytes(serialization.Encoding.PEM).decode("ascii")
+                      for c in load_trust_store(tls.trust_store))
+    except StoreError as e:
+        raise TlsSetupError(str(e)) from None
+    ctx.load_verify_locations(cadata=pem)
+    # Every certificate of a Java trust store is an anchor, a CA's or not.
+    ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+
+
+def _set_suites(ctx: ssl.SSLContext, suites, given: bool, prefix: str) -> None:
     openssl = [TLS12_SUITES[s] for s in suites if s in TLS12_SUITES]
     unknown = [s for s in suites if s not in TLS12_SUITES and s not in TLS13_SUITES]
     if unknown and given:
@@ -114,14 +140,14 @@ def _set_suites(ctx: ssl.SSLContext, suites, given: bool) -> None:
             ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     if not openssl:
         if ctx.maximum_version < ssl.TLSVersion.TLSv1_3:
-            raise TlsSetupError("ssl.ciphersuites: none of these suites can be used: "
+            raise TlsSetupError(f"{prefix}ciphersuites: none of these suites can be used: "
                                 + ",".join(suites))
         ctx.minimum_version = ssl.TLSVersion.TLSv1_3  # TLS 1.3's suites alone
         return
     try:
         ctx.set_ciphers(":".join(openssl))
     except ssl.SSLError as e:
-        raise TlsSetupError(f"ssl.ciphersuites: {e}") from None
+        raise TlsSetupError(f"{prefix}ciphersuites: {e}") from None
 
 
 def _load_key(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
@@ -140,7 +166,8 @@ def _load_key(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
         try:
             ctx.load_cert_chain(path)
         except ssl.SSLError as e:
-            raise TlsSetupError(f"ssl.keyStore.location: {tls.key_store.location}: {e}") from None
+            raise TlsSetupError(f"{tls.prefix}keyStore.location: {tls.key_store.location}: "
+                                f"{e}") from None
 
 
 class TlsHandshake(asyncio.Protocol):

@@ -84,6 +84,12 @@ class SimTransport(asyncio.Transport):
             return (c.hosts[self.side], c.ports[self.side])
         return default
 
+    def set_protocol(self, protocol) -> None:
+        self.protocol = protocol
+
+    def get_protocol(self):
+        return self.protocol
+
     def write(self, data) -> None:
         if self.closing or not data:
             return

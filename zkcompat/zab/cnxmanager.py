@@ -23,6 +23,8 @@ from zkcompat.jute.election import (
     frame_message,
 )
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_tls import QuorumTls
+from zkcompat.zab.links import Link, Listener, open_link
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class QuorumCnxManager:
     - have_delivered() is haveDelivered(): true when SOME peer's queue is empty;
     - a malformed header or frame, or a header not complete within header_timeout_ms,
       closes that one connection with a logged reason.
+    With `security` (sslQuorum, portUnification) connections are opened and accepted as
+    zab/links.py says, before the header.
     Reconnects (ours, not ZooKeeper's, which retries only when FastLeaderElection sends):
     while a message waits for a peer, we retry with backoff from reconnect_min_ms doubling
     to reconnect_max_ms, jittered by the injected RNG.
@@ -98,7 +102,8 @@ class QuorumCnxManager:
                  header_timeout_ms: int = HEADER_TIMEOUT_MS,
                  reconnect_min_ms: int = RECONNECT_MIN_MS,
                  reconnect_max_ms: int = RECONNECT_MAX_MS,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 security: QuorumTls | None = None) -> None:
         if my_sid not in addresses:
             raise ValueError(f"no election address for our own sid {my_sid}")
         self.my_sid = my_sid
@@ -109,8 +114,9 @@ class QuorumCnxManager:
         self.reconnect_min_ms = reconnect_min_ms
         self.reconnect_max_ms = reconnect_max_ms
         self.rng = rng if rng is not None else random.Random()
+        self.security = security
         self._peers: dict[int, _Peer] = {}
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._handshakes: set[asyncio.Task] = set()
         self._closed = False
         host, port = self.addresses[my_sid]
@@ -121,8 +127,9 @@ class QuorumCnxManager:
     async def start(self) -> None:
         """Listen on our election address."""
         host, port = self.addresses[self.my_sid]
-        self._server = await asyncio.start_server(self._on_accept, host, port,
-                                                  reuse_address=True)
+        server = Listener(self.security, self._on_accept, "election")
+        await server.start(host, port)
+        self._server = server
         self._log(logging.INFO, "election_listening", addr=f"{host}:{port}")
 
     def to_send(self, sid: int, payload: bytes) -> None:
@@ -155,7 +162,7 @@ class QuorumCnxManager:
 
     @property
     def listening(self) -> bool:
-        return self._server is not None and self._server.is_serving()
+        return self._server is not None and self._server.serving
 
     def have_delivered(self) -> bool:
         return any(not p.queue for p in self._peers.values())
@@ -166,8 +173,6 @@ class QuorumCnxManager:
 
     async def close(self) -> None:
         self._closed = True
-        if self._server is not None:
-            self._server.close()
         tasks: list[asyncio.Task] = list(self._handshakes)
         for peer in self._peers.values():
             if peer.connector is not None:
@@ -180,7 +185,7 @@ class QuorumCnxManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                await asyncio.wait_for(self._server.close(), 1.0)
         self._log(logging.INFO, "election_closed")
 
     def _log(self, level: int, event: str, **fields: object) -> None:
@@ -211,8 +216,9 @@ class QuorumCnxManager:
     async def _attempt(self, peer: _Peer, address: Address) -> None:
         host, port = address
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                    self.connect_timeout_ms / 1000)
+            link = await open_link(self.security, host, port, self.connect_timeout_ms / 1000,
+                                   "election")
+            reader, writer = link.streams()
         except (OSError, TimeoutError) as e:
             self._log(logging.INFO, "election_connect_failed", sid=peer.sid, addr=f"{host}:{port}",
                       error=repr(e))
@@ -234,15 +240,14 @@ class QuorumCnxManager:
         else:  # it connected to us meanwhile and won
             writer.close()
 
-    async def _on_accept(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _on_accept(self, link: Link) -> None:
+        if self._closed:
+            link.close()
+            return
+        reader, writer = link.streams()
+        task = asyncio.create_task(self._handshake(reader, writer))
         self._handshakes.add(task)
-        try:
-            await self._handshake(reader, writer)
-        finally:
-            self._handshakes.discard(task)
+        task.add_done_callback(self._handshakes.discard)
 
     async def _handshake(self, reader: asyncio.StreamReader,
                          writer: asyncio.StreamWriter) -> None:

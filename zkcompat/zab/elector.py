@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from zkcompat.jute.election import Notification, ServerState
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_tls import QuorumTls
 from zkcompat.zab.cnxmanager import QuorumCnxManager
 from zkcompat.zab.election import (
     FINALIZE_WAIT_MS,
@@ -46,7 +47,8 @@ class Elector:
                  finalize_wait_ms: int = FINALIZE_WAIT_MS,
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS,
                  cfg_keys: Sequence[str] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 security: QuorumTls | None = None) -> None:
         members = [as_quorum_server(s) for s in servers]
         config = quorum_config_bytes(members, cfg_keys)
         voters = frozenset(m.sid for m in members if m.role != _OBSERVER)
@@ -55,7 +57,8 @@ class Elector:
                                       finalize_wait_ms=finalize_wait_ms,
                                       max_notification_interval_ms=max_notification_interval_ms)
         addresses = {m.sid: (m.host, m.election_port) for m in members}
-        self.cnx = QuorumCnxManager(my_sid, addresses, self._on_message, rng=rng)
+        self.cnx = QuorumCnxManager(my_sid, addresses, self._on_message, rng=rng,
+                                    security=security)
         self.my_sid = my_sid
         self.received: deque[tuple[int, Notification]] = deque(maxlen=RECEIVED_MAX)
         self._started = False

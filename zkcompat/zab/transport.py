@@ -21,6 +21,7 @@ from collections.abc import Callable
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_tls import QuorumTls
 from zkcompat.tree.snapstream import (
     LENGTH_MAX_BYTES,
     SnapReader,
@@ -29,6 +30,7 @@ from zkcompat.tree.snapstream import (
 )
 from zkcompat.tree.view import TreeView
 from zkcompat.zab.leader import Snap
+from zkcompat.zab.links import open_link
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +261,8 @@ def is_snap(item) -> bool:
 
 
 async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: float,
-                            data_max_bytes: int = q.PACKET_DATA_MAX_BYTES) -> QuorumConnection:
+                            data_max_bytes: int = q.PACKET_DATA_MAX_BYTES,
+                            security: QuorumTls | None = None) -> QuorumConnection:
     """Learner.connectToLeader: try every CONNECT_RETRY_S until `limit_s` (initLimit)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -267,14 +270,16 @@ async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: f
     while True:
         attempt += 1
         try:
-            _, conn = await loop.create_connection(
-                lambda: QuorumConnection(on_packet, on_lost, reads_snap=True,
-                                         data_max_bytes=data_max_bytes), host, port)
+            link = await open_link(security, host, port, max(deadline - loop.time(), 0.001),
+                                   "quorum")
+            conn = QuorumConnection(on_packet, on_lost, reads_snap=True,
+                                    data_max_bytes=data_max_bytes)
+            link.attach(conn)
             return conn
-        except OSError as e:
+        except (OSError, TimeoutError) as e:
             if loop.time() + CONNECT_RETRY_S > deadline:
                 raise ConnectionError(f"cannot reach the leader at {host}:{port} in "
-                                      f"{attempt} tries: {e}") from None
+                                      f"{attempt} tries: {e!r}") from None
             if attempt == 1:
                 log.info("event=leader_connect_retrying host=%s port=%d error=%r", host, port,
                          str(e))

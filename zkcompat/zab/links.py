@@ -1,0 +1,329 @@
+"""Server-to-server connections as ZooKeeper opens and accepts them, before anything of ZAB
+is said: plaintext, TLS (sslQuorum), or either on one port (portUnification, told apart by
+the first 5 bytes as UnifiedServerSocket does), with the peer's certificate checked
+against its address. The election (cnxmanager.py) and quorum (transport.py) layers get a
+Link: a connected transport whose bytes, every one of them, are theirs.
+
+A connection that fails here (plaintext where only TLS is taken, a failed handshake, a
+certificate that does not name its peer, a timeout) is closed with one logged reason,
+event=quorum_link_refused, and nothing else happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import Callable
+
+from zkcompat.security.quorum_tls import (
+    TLS_RECORD_HEADER_BYTES,
+    QuorumTls,
+    looks_like_tls,
+    names_peer,
+)
+
+log = logging.getLogger(__name__)
+
+_PEEK_RETRY_S = 0.01  # a TLS record header split over packets: look again after this
+
+
+class _Gate(asyncio.Protocol):
+    """A transport's protocol until its Link is attached: it keeps what arrives.
+    `on_made(transport, gate)`, if given, is called once connected."""
+
+    def __init__(self, on_made: Callable[[asyncio.Transport, _Gate], None] | None = None):
+        self.transport: asyncio.Transport | None = None
+        self.early: list[bytes] = []
+        self.eof = False
+        self.lost = False
+        self.lost_exc: BaseException | None = None
+        self._on_made = on_made
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        if self._on_made is not None:
+            self._on_made(transport, self)
+
+    def data_received(self, data: bytes) -> None:
+        self.early.append(data)
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return True  # keep the transport: the protocol attached later sees the EOF
+
+    def connection_lost(self, exc) -> None:
+        self.lost = True
+        self.lost_exc = exc
+
+
+class Link:
+    """One connection, ready: `attach` hands it to the layer above, early bytes first."""
+
+    def __init__(self, transport: asyncio.Transport, gate: _Gate, remote: str, secure: bool):
+        self.transport = transport
+        self._gate = gate
+        self.remote = remote
+        self.secure = secure
+
+    def attach(self, protocol: asyncio.Protocol) -> None:
+        gate = self._gate
+        self.transport.set_protocol(protocol)
+        protocol.connection_made(self.transport)
+        for data in gate.early:
+            protocol.data_received(data)
+        gate.early.clear()
+        if gate.eof and not gate.lost:
+            if not protocol.eof_received():
+                self.transport.close()
+        if gate.lost:
+            protocol.connection_lost(gate.lost_exc)
+
+    def streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The connection as asyncio streams (the election layer reads and writes those)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**20)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        self.attach(protocol)
+        return reader, asyncio.StreamWriter(self.transport, protocol, reader, loop)
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _remote(address) -> str:
+    return f"{address[0]}:{address[1]}" if address else "?"
+
+
+class Listener:
+    """Accepts on (host, port) and calls on_link(link) for each connection that gets
+    through; `what` names the port in the log ("election" or "quorum").
+
+    Without TLS it is the loop's own server (so the simulator's loop carries it); with
+    TLS or port unification it accepts on its own socket, to look at a connection's first
+    bytes before the loop reads any."""
+
+    def __init__(self, security: QuorumTls | None, on_link: Callable[[Link], None], what: str):
+        self.security = security
+        self.on_link = on_link
+        self.what = what
+        self._server: asyncio.AbstractServer | None = None
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task | None = None
+        self._admitting: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        if self.security is None:
+            self._server = await loop.create_server(lambda: _Gate(self._accepted), host, port,
+                                                    reuse_address=True)
+            return
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(100)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._accepting = asyncio.create_task(self._accept(sock), name=f"{self.what}-accept")
+
+    def _accepted(self, transport: asyncio.Transport, gate: _Gate) -> None:
+        self.on_link(Link(transport, gate, _remote(transport.get_extra_info("peername")),
+                          False))
+
+    @property
+    def serving(self) -> bool:
+        if self._server is not None:
+            return self._server.is_serving()
+        return self._accepting is not None and not self._accepting.done()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        tasks = list(self._admitting)
+        if self._accepting is not None:
+            tasks.append(self._accepting)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def _accept(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, address = await loop.sock_accept(listening)
+            except OSError as e:  # EMFILE and the like: the next accept may work
+                log.warning("event=quorum_accept_failed port=%s error=%r", self.what, str(e))
+                await asyncio.sleep(0.1)
+                continue
+            task = asyncio.create_task(self._admit(sock, _remote(address)))
+            self._admitting.add(task)
+            task.add_done_callback(self._admitting.discard)
+
+    async def _admit(self, sock: socket.socket, remote: str) -> None:
+        security = self.security
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            secure = False
+            if security is not None:
+                first = await _peek(sock, TLS_RECORD_HEADER_BYTES, security.detection_timeout_s)
+                secure = looks_like_tls(first)
+                if not secure and not security.accepts_plaintext:
+                    _refused(self.what, remote, "plaintext connection on a TLS-only port "
+                             "(sslQuorum=true, portUnification=false)")
+                    sock.close()
+                    return
+            link = await _link(sock, remote, security if secure else None, self.what)
+        except asyncio.CancelledError:
+            sock.close()
+            raise
+        if link is not None:
+            self.on_link(link)
+
+
+async def _peek(sock: socket.socket, n: int, timeout_s: float) -> bytes:
+    """Up to n bytes of what the peer sent, left unread; fewer at EOF or after timeout_s
+    (UnifiedServerSocket then takes the connection for plaintext)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    seen = b""
+    while True:
+        try:
+            seen = sock.recv(n, socket.MSG_PEEK)
+            if len(seen) >= n or not seen:
+                return seen
+        except BlockingIOError:
+            pass
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return seen
+        if seen:  # part of a header: its rest is on its way
+            await asyncio.sleep(min(_PEEK_RETRY_S, remaining))
+            continue
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), _set_once, readable)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(readable, remaining)
+        finally:
+            loop.remove_reader(sock.fileno())
+
+
+def _set_once(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _link(sock: socket.socket, remote: str, security: QuorumTls | None,
+                what: str) -> Link | None:
+    """The accepted socket as a Link: after its TLS handshake and the check of the client's
+    certificate, when `security` is given."""
+    loop = asyncio.get_running_loop()
+    gate = _Gate()
+    try:
+        if security is None:
+            transport, _ = await loop.connect_accepted_socket(lambda: gate, sock)
+            return Link(transport, gate, remote, False)
+        transport, _ = await asyncio.wait_for(
+            loop.connect_accepted_socket(lambda: gate, sock, ssl=security.server_context,
+                                         ssl_handshake_timeout=security.detection_timeout_s),
+            security.detection_timeout_s * 2)
+    except (OSError, ssl.SSLError, TimeoutError, EOFError) as e:
+        _refused(what, remote, f"TLS handshake failed: {_reason(e)}")
+        sock.close()
+        return None
+    reason = await _check_peer(transport, remote.rsplit(":", 1)[0], None, security)
+    if reason is not None:
+        _refused(what, remote, reason)
+        transport.abort()
+        return None
+    _secured(transport, what, remote, "in")
+    return Link(transport, gate, remote, True)
+
+
+async def open_link(security: QuorumTls | None, host: str, port: int, timeout_s: float,
+                    what: str) -> Link:
+    """Connect to a peer: in TLS when sslQuorum is on, its certificate checked against the
+    address (or the name) connected to. Raises OSError (ConnectionError for a refused
+    certificate) or TimeoutError."""
+    loop = asyncio.get_running_loop()
+    gate = _Gate()
+    tls_on = security is not None and security.ssl_quorum
+    context = security.client_context if tls_on else None
+    try:
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: gate, host, port, ssl=context,
+                                   ssl_handshake_timeout=(security.detection_timeout_s
+                                                          if tls_on else None)),
+            timeout_s)
+    except ssl.SSLError as e:
+        raise ConnectionError(f"TLS handshake with {host}:{port} failed: {_reason(e)}") from None
+    remote = _remote(transport.get_extra_info("peername"))
+    if tls_on:
+        peer_ip = remote.rsplit(":", 1)[0]
+        name = None if _is_address(host) else host
+        reason = await _check_peer(transport, peer_ip, name, security)
+        if reason is not None:
+            transport.abort()
+            _refused(what, f"{host}:{port}", reason)
+            raise ConnectionError(f"{what} peer {host}:{port} refused: {reason}")
+        _secured(transport, what, remote, "out")
+    return Link(transport, gate, remote, tls_on)
+
+
+async def _check_peer(transport, peer_ip: str, name: str | None,
+                      security: QuorumTls) -> str | None:
+    """ZKTrustManager's host check on the peer's certificate (both ways on the quorum:
+    QuorumX509Util.shouldVerifyClientHostname), unless <prefix>hostnameVerification=false;
+    an accepted peer with no certificate (clientAuth=none or want) is not checked."""
+    settings = security.settings
+    if not settings.hostname_verification:
+        return None
+    sslobj = transport.get_extra_info("ssl_object")
+    cert = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+    if not cert:
+        return None
+    if name is None and settings.allow_reverse_dns_lookup:
+        with contextlib.suppress(OSError):
+            name, _ = await asyncio.get_running_loop().getnameinfo((peer_ip, 0))
+    return names_peer(cert, peer_ip, name)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    except OSError:
+        return False
+    return True
+
+
+def _secured(transport, what: str, remote: str, direction: str) -> None:
+    sslobj = transport.get_extra_info("ssl_object")
+    cipher = transport.get_extra_info("cipher")
+    log.info("event=quorum_link_tls port=%s remote=%s direction=%s protocol=%s cipher=%s",
+             what, remote, direction, sslobj.version() if sslobj else "?",
+             cipher[0] if cipher else "?")
+
+
+def _refused(what: str, remote: str, reason: str) -> None:
+    log.warning("event=quorum_link_refused port=%s remote=%s reason=%r", what, remote, reason)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or exc.strerror or str(exc)
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
