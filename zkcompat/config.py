@@ -136,6 +136,8 @@ class Config:
     quorum_tls: object | None = None
     auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
     sasl: object | None = None  # security.sasl.SaslSettings: a JAAS Server section's users
+    # security.quorum_sasl.QuorumSaslSettings with quorum.auth.enableSasl=true, else None.
+    quorum_sasl: object | None = None
     # security.enforce.AuthEnforcement: enforce.auth.*, allowSaslFailedClients
     auth_enforcement: object | None = None
     source: Path | None = None
@@ -687,7 +689,9 @@ def _security_key(key: str) -> bool:
 
 
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory",
-                  "sslQuorum", "portUnification")
+                  "sslQuorum", "portUnification", "quorum.auth.enableSasl",
+                  "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl",
+                  "quorum.auth.learner.saslLoginContext", "quorum.auth.server.saslLoginContext")
 # System properties zoo.cfg may set (with or without "zookeeper."), read by _setup_security.
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
                         "sasl.serverconfig", "superUser", "enforce.auth.enabled",
@@ -719,12 +723,15 @@ def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str,
             cfg.tls = security.tls_settings(props)
     except security.SettingError as e:
         raise ConfigError(str(e)) from None
-    from zkcompat.security import enforce, sasl  # noqa: PLC0415 - as tls below
+    from zkcompat.security import enforce, quorum_sasl, sasl  # noqa: PLC0415 - as tls below
 
     try:
         cfg.sasl = sasl.sasl_settings(props, environ)
+        quorum_auth = quorum_sasl.quorum_sasl_settings(props, environ)
+        cfg.quorum_sasl = quorum_auth if quorum_auth.enable_sasl else None
         cfg.auth_enforcement = enforce.auth_enforcement(props, cfg.auth_schemes)
-    except (sasl.SaslSetupError, enforce.EnforceSetupError) as e:
+    except (sasl.SaslSetupError, enforce.EnforceSetupError,
+            quorum_sasl.QuorumSaslSetupError) as e:
         raise ConfigError(str(e)) from None
     if cfg.tls is not None or security.QUORUM_SECURITY_KEYS & props.keys():
         # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.

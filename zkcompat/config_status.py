@@ -7,7 +7,8 @@ into the system property zookeeper.K). `obeyed` is None when zkcompat lacks the 
 whatever its value, or says which values zkcompat obeys anyway because it always behaves
 that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
 `reconfigEnabled=true` is not implemented. The security settings zkcompat obeys
-(secureClientPort, ssl.*, sslQuorum, portUnification, ssl.quorum.*, authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
+(secureClientPort, ssl.*, sslQuorum, portUnification, ssl.quorum.*, quorum.auth.*,
+authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
 superUser, sasl.serverconfig, enforce.auth.*, sessionRequireClientSASLAuth,
 allowSaslFailedClients, kerberos.removeHostFromPrincipal, kerberos.removeRealmFromPrincipal)
 are read by zkcompat.security and are not listed here; the
@@ -42,7 +43,6 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
 _NO_KERBEROS = "zkcompat's Kerberos does not read this setting (issue 17)"
-_NO_QUORUM_SECURITY = "no SASL between servers yet (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
 
 UNSUPPORTED: tuple[Unsupported, ...] = (
@@ -155,12 +155,9 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "TLS is always Python's ssl module on OpenSSL"),
     Unsupported("ssl.quorum.context.supplier.class", "(unset)", None,
                 "there is no JVM to load it"),
-    Unsupported("quorum.auth.enableSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
-    Unsupported("quorum.auth.serverRequireSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
-    Unsupported("quorum.auth.learnerRequireSasl", "false", _is("false"), _NO_QUORUM_SECURITY),
-    Unsupported("quorum.auth.learner.saslLoginContext", "QuorumLearner", None, _NO_QUORUM_SECURITY),
-    Unsupported("quorum.auth.server.saslLoginContext", "QuorumServer", None, _NO_QUORUM_SECURITY),
-    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None, _NO_QUORUM_SECURITY),
+    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None,
+                "quorum SASL is DIGEST-MD5 only: a Krb5LoginModule in QuorumServer or "
+                "QuorumLearner stops start-up"),
     # -- authentication and audit
     Unsupported("DigestAuthenticationProvider.enabled", "true", _is("true"),
                 "the digest scheme is always on"),

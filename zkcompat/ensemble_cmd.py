@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -313,8 +314,11 @@ def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
 
         log4j = Path(member.data_dir) / "log4j.properties"
         log4j.write_text(_LOG4J_CONSOLE)
+        # zkServer.sh puts SERVER_JVMFLAGS on java's command line (a JAAS file, say);
+        # zkcompat reads the same variable.
+        flags = shlex.split(env.get("SERVER_JVMFLAGS", ""))
         return ["java", ZOOKEEPER_HEAP_MAX, ZOOKEEPER_GC, f"-Dlog4j.configuration=file:{log4j}",
-                "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
+                "-Dzookeeper.jmx.log4j.disable=true", *flags, "-cp", zookeeper_classpath(),
                 ZOOKEEPER_QUORUM_MAIN, member.cfg], env
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"

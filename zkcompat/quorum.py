@@ -16,6 +16,7 @@ from zkcompat.config import Config, LearnerType
 from zkcompat.jute import quorum as q
 from zkcompat.jute.election import ServerState
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_sasl import QuorumAuthError, QuorumAuthServerExchange
 from zkcompat.server.expirer import run_expirer
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.store.epochs import EpochFiles
@@ -24,7 +25,7 @@ from zkcompat.zab.election import Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
-from zkcompat.zab.links import Listener
+from zkcompat.zab.links import Link, Listener
 from zkcompat.zab.peer import Effects, zxid_epoch
 from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
@@ -104,7 +105,7 @@ class QuorumPeer:
         self.config_bytes = quorum_config_bytes(servers, cfg_keys)
         ctx.quorum_config = self.config_bytes  # conf prints the membership
         self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng,
-                               security=config.quorum_tls)
+                               security=config.quorum_tls, sasl=config.quorum_sasl)
         self.state = ServerState.LOOKING
         self.sync_started: float | None = None  # a learner's term: its LEADERINFO arrived
 
@@ -221,14 +222,48 @@ class QuorumPeer:
                 del term.conns[conn.sid]
                 pipeline.obey(leader.gone(conn.sid))
 
+        authenticating: set[asyncio.Task] = set()
+
+        async def authenticate(link: Link) -> None:
+            """LearnerHandler's constructor: quorum SASL before the first packet."""
+            exchange = QuorumAuthServerExchange(cfg.quorum_sasl)
+            try:
+                await asyncio.wait_for(link.authenticate(exchange),
+                                       cfg.init_limit * cfg.tick_time_ms / 1000)
+            except (QuorumAuthError, OSError, TimeoutError) as e:
+                log.warning("event=quorum_sasl_failed port=quorum remote=%s reason=%r "
+                            "action=close", link.remote, str(e) or type(e).__name__)
+                link.close()
+                return
+            if exchange.username is not None:
+                log.info("event=quorum_sasl_authenticated port=quorum remote=%s user=%s",
+                         link.remote, exchange.username)
+            elif exchange.failure is not None:
+                log.warning("event=quorum_sasl_failed port=quorum remote=%s reason=%r "
+                            "action=let_through", link.remote, exchange.failure)
+            if term.ended.is_set():
+                link.close()
+            else:
+                link.attach(accept())
+
+        def on_link(link: Link) -> None:
+            if cfg.quorum_sasl is None:
+                link.attach(accept())
+                return
+            task = asyncio.create_task(authenticate(link))
+            authenticating.add(task)
+            task.add_done_callback(authenticating.discard)
+
         host = "0.0.0.0" if cfg.quorum_listen_on_all_ips else self.me.host
-        server = Listener(cfg.quorum_tls, lambda link: link.attach(accept()), "quorum")
+        server = Listener(cfg.quorum_tls, on_link, "quorum")
         await server.start(host, self.me.quorum_port)
         try:
             pipeline.obey(leader.start())
             await self._tick_until_ended(term, leader, pipeline)
         finally:
             await server.close()  # stops accepting; the connections accepted stay open
+            for task in list(authenticating):
+                task.cancel()
             for conn in [*term.conns.values(), *unidentified]:
                 conn.close("leader term ended")
 
@@ -259,7 +294,8 @@ class QuorumPeer:
 
         conn = await connect_to_leader(target.host, target.quorum_port, on_packets, on_lost,
                                        cfg.init_limit * cfg.tick_time_ms / 1000,
-                                       q.data_max_bytes(cfg.jute_maxbuffer), cfg.quorum_tls)
+                                       q.data_max_bytes(cfg.jute_maxbuffer), cfg.quorum_tls,
+                                       cfg.quorum_sasl)
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
         try:

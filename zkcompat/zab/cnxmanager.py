@@ -23,8 +23,14 @@ from zkcompat.jute.election import (
     frame_message,
 )
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_sasl import (
+    QuorumAuthError,
+    QuorumAuthLearnerExchange,
+    QuorumAuthServerExchange,
+    QuorumSaslSettings,
+)
 from zkcompat.security.quorum_tls import QuorumTls
-from zkcompat.zab.links import Link, Listener, open_link
+from zkcompat.zab.links import Link, Listener, open_link, run_exchange
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +97,10 @@ class QuorumCnxManager:
     - a malformed header or frame, or a header not complete within header_timeout_ms,
       closes that one connection with a logged reason.
     With `security` (sslQuorum, portUnification) connections are opened and accepted as
-    zab/links.py says, before the header.
+    zab/links.py says, before the header. With `sasl` (quorum.auth.enableSasl) the opener
+    authenticates after its header and the acceptor checks it there, before either looks
+    at the sids (QuorumCnxManager.startConnection, handleConnection), within
+    header_timeout_ms.
     Reconnects (ours, not ZooKeeper's, which retries only when FastLeaderElection sends):
     while a message waits for a peer, we retry with backoff from reconnect_min_ms doubling
     to reconnect_max_ms, jittered by the injected RNG.
@@ -103,7 +112,8 @@ class QuorumCnxManager:
                  reconnect_min_ms: int = RECONNECT_MIN_MS,
                  reconnect_max_ms: int = RECONNECT_MAX_MS,
                  rng: random.Random | None = None,
-                 security: QuorumTls | None = None) -> None:
+                 security: QuorumTls | None = None,
+                 sasl: QuorumSaslSettings | None = None) -> None:
         if my_sid not in addresses:
             raise ValueError(f"no election address for our own sid {my_sid}")
         self.my_sid = my_sid
@@ -115,6 +125,7 @@ class QuorumCnxManager:
         self.reconnect_max_ms = reconnect_max_ms
         self.rng = rng if rng is not None else random.Random()
         self.security = security
+        self.sasl = sasl
         self._peers: dict[int, _Peer] = {}
         self._server: Listener | None = None
         self._handshakes: set[asyncio.Task] = set()
@@ -215,21 +226,27 @@ class QuorumCnxManager:
 
     async def _attempt(self, peer: _Peer, address: Address) -> None:
         host, port = address
+        link = None
         try:
             link = await open_link(self.security, host, port, self.connect_timeout_ms / 1000,
                                    "election")
+            link.transport.write(self._header)
+            if self.sasl is not None:
+                exchange = QuorumAuthLearnerExchange(self.sasl)
+                if not exchange.done:
+                    await asyncio.wait_for(link.authenticate(exchange, exchange.start()),
+                                           self.header_timeout_ms / 1000)
+                    self._log(logging.INFO, "quorum_sasl_authenticated", sid=peer.sid,
+                              port="election", role="learner")
             reader, writer = link.streams()
-        except (OSError, TimeoutError) as e:
-            self._log(logging.INFO, "election_connect_failed", sid=peer.sid, addr=f"{host}:{port}",
-                      error=repr(e))
-            return
-        try:
-            writer.write(self._header)
             await writer.drain()
-        except OSError as e:
-            self._log(logging.INFO, "election_connect_failed", sid=peer.sid, addr=f"{host}:{port}",
-                      error=repr(e))
-            writer.close()
+        except (OSError, TimeoutError, QuorumAuthError) as e:
+            event = ("quorum_sasl_failed" if isinstance(e, QuorumAuthError)
+                     else "election_connect_failed")
+            self._log(logging.INFO if event == "election_connect_failed" else logging.WARNING,
+                      event, sid=peer.sid, addr=f"{host}:{port}", error=repr(e))
+            if link is not None:
+                link.close()
             return
         if peer.sid > self.my_sid:
             self._log(logging.INFO, "election_challenge_lost", sid=peer.sid, action="wait_for_it")
@@ -262,7 +279,40 @@ class QuorumCnxManager:
                       reason=repr(str(e) or type(e).__name__), action="close")
             writer.close()
             return
-        self._on_header(header, reader, writer, remote, parser.rest)
+        rest = parser.rest
+        if self.sasl is not None:
+            rest = await self._check_learner(header.sid, reader, writer, remote, rest)
+            if rest is None:
+                writer.close()
+                return
+        self._on_header(header, reader, writer, remote, rest)
+
+    async def _check_learner(self, sid: int, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter, remote: str,
+                             rest: bytes) -> bytes | None:
+        """SaslQuorumAuthServer.authenticate after the header: the bytes past it, or None
+        to close. Without serverRequireSasl a peer that does not authenticate, fails to,
+        or goes away is let through, as ZooKeeper lets it (it then finds what is left)."""
+        exchange = QuorumAuthServerExchange(self.sasl)
+        if exchange.done:
+            return rest
+        try:
+            rest = await asyncio.wait_for(
+                run_exchange(exchange, lambda: reader.read(READ_CHUNK_BYTES), writer.write,
+                             pending=rest), self.header_timeout_ms / 1000)
+        except (QuorumAuthError, OSError, TimeoutError) as e:
+            required = self.sasl.server_require_sasl
+            self._log(logging.WARNING, "quorum_sasl_failed", sid=sid, port="election",
+                      remote=remote, reason=repr(str(e) or type(e).__name__),
+                      action="close" if required else "let_through")
+            return None if required else b""
+        if exchange.username is not None:
+            self._log(logging.INFO, "quorum_sasl_authenticated", sid=sid, port="election",
+                      remote=remote, user=exchange.username)
+        elif exchange.failure is not None:
+            self._log(logging.WARNING, "quorum_sasl_failed", sid=sid, port="election",
+                      remote=remote, reason=repr(exchange.failure), action="let_through")
+        return rest
 
     @staticmethod
     async def _read_header(reader: asyncio.StreamReader,

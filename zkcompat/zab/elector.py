@@ -48,7 +48,7 @@ class Elector:
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS,
                  cfg_keys: Sequence[str] | None = None,
                  rng: random.Random | None = None,
-                 security: QuorumTls | None = None) -> None:
+                 security: QuorumTls | None = None, sasl=None) -> None:
         members = [as_quorum_server(s) for s in servers]
         config = quorum_config_bytes(members, cfg_keys)
         voters = frozenset(m.sid for m in members if m.role != _OBSERVER)
@@ -58,7 +58,7 @@ class Elector:
                                       max_notification_interval_ms=max_notification_interval_ms)
         addresses = {m.sid: (m.host, m.election_port) for m in members}
         self.cnx = QuorumCnxManager(my_sid, addresses, self._on_message, rng=rng,
-                                    security=security)
+                                    security=security, sasl=sasl)
         self.my_sid = my_sid
         self.received: deque[tuple[int, Notification]] = deque(maxlen=RECEIVED_MAX)
         self._started = False

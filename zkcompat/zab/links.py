@@ -41,6 +41,7 @@ class _Gate(asyncio.Protocol):
         self.lost = False
         self.lost_exc: BaseException | None = None
         self._on_made = on_made
+        self.arrived: asyncio.Event | None = None  # made by Link.receive, set on news
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -49,14 +50,20 @@ class _Gate(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.early.append(data)
+        if self.arrived is not None:
+            self.arrived.set()
 
     def eof_received(self) -> bool:
         self.eof = True
+        if self.arrived is not None:
+            self.arrived.set()
         return True  # keep the transport: the protocol attached later sees the EOF
 
     def connection_lost(self, exc) -> None:
         self.lost = True
         self.lost_exc = exc
+        if self.arrived is not None:
+            self.arrived.set()
 
 
 class Link:
@@ -91,6 +98,60 @@ class Link:
 
     def close(self) -> None:
         self.transport.close()
+
+    async def authenticate(self, exchange, first: bytes = b"") -> None:
+        """Run a quorum SASL exchange on this link before it is attached (run_exchange);
+        the bytes past it stay for the layer attached next."""
+        gate = self._gate
+        gate.arrived = asyncio.Event()
+        pending = b"".join(gate.early)
+        gate.early.clear()
+
+        async def receive() -> bytes:
+            while not gate.early:
+                if gate.eof or gate.lost:
+                    return b""
+                gate.arrived.clear()
+                await gate.arrived.wait()
+            data = b"".join(gate.early)
+            gate.early.clear()
+            return data
+
+        try:
+            leftover = await run_exchange(exchange, receive, self.transport.write, first,
+                                          pending)
+        finally:
+            gate.arrived = None
+        if leftover:
+            gate.early.insert(0, leftover)
+
+
+async def run_exchange(exchange, receive: Callable, send: Callable[[bytes], None],
+                       first: bytes = b"", pending: bytes = b"") -> bytes:
+    """Drive a quorum SASL exchange (zkcompat.security.quorum_sasl): send `first`, feed it
+    `pending` and then what `receive()` returns, and send what it answers, until it is done;
+    returns the bytes received past it (the next layer's). Raises the exchange's
+    QuorumAuthError after sending its to_send, or ConnectionError if the peer goes away
+    first. The caller bounds it in time, as ZooKeeper's socket timeout does."""
+    if first:
+        send(first)
+    try:
+        while not exchange.done:
+            if not pending:
+                pending = await receive()
+                if not pending:
+                    raise ConnectionError("the peer closed the connection during quorum SASL")
+                continue
+            out = exchange.feed(pending)
+            pending = b""
+            if out:
+                send(out)
+    except Exception as e:
+        to_send = getattr(e, "to_send", b"")
+        if to_send:
+            send(to_send)
+        raise
+    return exchange.leftover + pending
 
 
 def _remote(address) -> str:

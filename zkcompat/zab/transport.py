@@ -21,6 +21,11 @@ from collections.abc import Callable
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
+from zkcompat.security.quorum_sasl import (
+    QuorumAuthError,
+    QuorumAuthLearnerExchange,
+    QuorumSaslSettings,
+)
 from zkcompat.security.quorum_tls import QuorumTls
 from zkcompat.tree.snapstream import (
     LENGTH_MAX_BYTES,
@@ -262,8 +267,11 @@ def is_snap(item) -> bool:
 
 async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: float,
                             data_max_bytes: int = q.PACKET_DATA_MAX_BYTES,
-                            security: QuorumTls | None = None) -> QuorumConnection:
-    """Learner.connectToLeader: try every CONNECT_RETRY_S until `limit_s` (initLimit)."""
+                            security: QuorumTls | None = None,
+                            sasl: QuorumSaslSettings | None = None) -> QuorumConnection:
+    """Learner.connectToLeader: try every CONNECT_RETRY_S until `limit_s` (initLimit); then
+    quorum SASL, when the learner must authenticate, before FOLLOWERINFO (a failure raises
+    ConnectionError: the learner looks for a leader again, as ZooKeeper's does)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
     attempt = 0
@@ -272,10 +280,6 @@ async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: f
         try:
             link = await open_link(security, host, port, max(deadline - loop.time(), 0.001),
                                    "quorum")
-            conn = QuorumConnection(on_packet, on_lost, reads_snap=True,
-                                    data_max_bytes=data_max_bytes)
-            link.attach(conn)
-            return conn
         except (OSError, TimeoutError) as e:
             if loop.time() + CONNECT_RETRY_S > deadline:
                 raise ConnectionError(f"cannot reach the leader at {host}:{port} in "
@@ -284,3 +288,22 @@ async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: f
                 log.info("event=leader_connect_retrying host=%s port=%d error=%r", host, port,
                          str(e))
             await asyncio.sleep(CONNECT_RETRY_S)
+            continue
+        if sasl is not None:
+            exchange = QuorumAuthLearnerExchange(sasl)
+            if not exchange.done:
+                try:
+                    await asyncio.wait_for(link.authenticate(exchange, exchange.start()),
+                                           max(deadline - loop.time(), 0.001))
+                except (QuorumAuthError, OSError, TimeoutError) as e:
+                    link.close()
+                    log.warning("event=quorum_sasl_failed port=quorum remote=%s:%d reason=%r",
+                                host, port, str(e) or type(e).__name__)
+                    raise ConnectionError(f"quorum SASL with the leader at {host}:{port} "
+                                          f"failed: {e!r}") from None
+                log.info("event=quorum_sasl_authenticated port=quorum remote=%s:%d role=learner",
+                         host, port)
+        conn = QuorumConnection(on_packet, on_lost, reads_snap=True,
+                                data_max_bytes=data_max_bytes)
+        link.attach(conn)
+        return conn
