@@ -14,8 +14,15 @@ import pytest
 
 from tests.certs import make_material
 
-from .harness import FAST, AckedWrites, check_acked_everywhere, check_trees_agree
-from .test_quorum_tls import ROOT, set_cfg, stores, write_through_each
+from .harness import FAST, AckedWrites, check_acked_everywhere
+from .test_quorum_tls import (
+    ROOT,
+    fail_over_and_rejoin,
+    set_cfg,
+    start_and_replicate,
+    stores,
+    write_through_each,
+)
 
 REQUIRED = {"quorum.auth.enableSasl": "true", "quorum.auth.learnerRequireSasl": "true",
             "quorum.auth.serverRequireSasl": "true"}
@@ -53,13 +60,8 @@ def auth_lines(ensemble, sid: int, port: str) -> list[str]:
 def test_zkcompat_ensemble_with_quorum_sasl_over_tls(ensemble, material, monkeypatch,
                                                       tmp_path):
     use_jaas(monkeypatch, tmp_path, "good")
-    ensemble.start(3, settings={**FAST, **REQUIRED, "sslQuorum": "true", **stores(material)})
-    leader = ensemble.wait_one_leader()
-    acked = AckedWrites()
-    ensemble.client().ensure_path(ROOT)
-    write_through_each(ensemble, acked, "sasl")
-    check_acked_everywhere(ensemble, acked)
-    check_trees_agree(ensemble, ROOT)
+    leader, _ = start_and_replicate(ensemble, {**FAST, **REQUIRED, "sslQuorum": "true",
+                                               **stores(material)})
     for sid in ensemble.sids:
         assert auth_lines(ensemble, sid, "election"), f"server.{sid}: no SASL logged"
         assert "event=quorum_link_tls" in ensemble.log_since(sid)
@@ -71,23 +73,10 @@ def test_zkcompat_ensemble_with_quorum_sasl_over_tls(ensemble, material, monkeyp
 @pytest.mark.parametrize("kinds", ["zookeeper,zkcompat,zkcompat", "zkcompat,zookeeper,zookeeper"])
 def test_mixed_ensemble_with_quorum_sasl(ensemble, monkeypatch, tmp_path, kinds):
     use_jaas(monkeypatch, tmp_path, "good")
-    ensemble.start(3, kind=kinds, settings={**FAST, **REQUIRED})
-    leader = ensemble.wait_one_leader()
-    acked = AckedWrites()
-    ensemble.client().ensure_path(ROOT)
-    write_through_each(ensemble, acked, "sasl")
-    check_acked_everywhere(ensemble, acked)
+    leader, acked = start_and_replicate(ensemble, {**FAST, **REQUIRED}, kinds)
     for sid in ensemble.sids:
         assert auth_lines(ensemble, sid, "election"), f"server.{sid}: no SASL logged"
-
-    survivors = [s for s in ensemble.sids if s != leader]
-    ensemble.kill(leader)
-    new_leader = ensemble.wait_one_leader(survivors)
-    write_through_each(ensemble, acked, "after-failover", survivors)
-    ensemble.start_server(leader)
-    assert ensemble.wait_one_leader() == new_leader
-    check_acked_everywhere(ensemble, acked)
-    check_trees_agree(ensemble, ROOT)
+    fail_over_and_rejoin(ensemble, leader, acked)
 
 
 def test_a_learner_with_a_wrong_password_is_kept_out(ensemble, monkeypatch, tmp_path):

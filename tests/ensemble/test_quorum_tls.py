@@ -53,6 +53,32 @@ def write_through_each(ensemble, acked: AckedWrites, tag: str, sids=None) -> Non
         write_batch(ensemble.client_on(sid), paths, acked, writer=f"{tag}-{sid}")
 
 
+def start_and_replicate(ensemble, settings: dict, kind: str = "zkcompat"):
+    """Start 3 servers, write through each, check every write is everywhere and the trees
+    agree; returns (leader's sid, the acknowledged writes)."""
+    ensemble.start(3, kind=kind, settings=settings)
+    leader = ensemble.wait_one_leader()
+    acked = AckedWrites()
+    ensemble.client().ensure_path(ROOT)
+    write_through_each(ensemble, acked, "first")
+    check_acked_everywhere(ensemble, acked)
+    check_trees_agree(ensemble, ROOT)
+    return leader, acked
+
+
+def fail_over_and_rejoin(ensemble, leader: int, acked: AckedWrites) -> None:
+    """kill -9 the leader, write through the others once one leads, start the old leader
+    again: it follows the new one and has every write."""
+    survivors = [s for s in ensemble.sids if s != leader]
+    ensemble.kill(leader)
+    new_leader = ensemble.wait_one_leader(survivors)
+    write_through_each(ensemble, acked, "after-failover", survivors)
+    ensemble.start_server(leader)
+    assert ensemble.wait_one_leader() == new_leader
+    check_acked_everywhere(ensemble, acked)
+    check_trees_agree(ensemble, ROOT)
+
+
 def tls_lines(ensemble, sid: int, port: str) -> list[str]:
     pattern = (ZOOKEEPER_TLS_LINE if ensemble.member(sid).kind == "zookeeper"
                else ZKCOMPAT_TLS_LINE.format(port=port))
@@ -85,13 +111,8 @@ def closed_without_reply(port: int) -> bool:
 
 def test_zkcompat_ensemble_over_tls(ensemble, material):
     """ZooKeeper 3.9's defaults (TLSv1.3 alone, clientAuth=need, host names verified)."""
-    ensemble.start(3, settings={**FAST, "sslQuorum": "true", **stores(material)})
-    leader = ensemble.wait_one_leader()
-    acked = AckedWrites()
-    ensemble.client().ensure_path(ROOT)
-    write_through_each(ensemble, acked, "tls")
-    check_acked_everywhere(ensemble, acked)
-    check_trees_agree(ensemble, ROOT)
+    leader, acked = start_and_replicate(ensemble, {**FAST, "sslQuorum": "true",
+                                                   **stores(material)})
     for sid in ensemble.sids:
         assert tls_lines(ensemble, sid, "election"), ensemble.log_since(sid)
         assert "protocol=TLSv1.3" in ensemble.log_since(sid)
@@ -112,26 +133,11 @@ def test_zkcompat_ensemble_over_tls(ensemble, material):
 
 @pytest.mark.parametrize("kinds", ["zookeeper,zkcompat,zkcompat", "zkcompat,zookeeper,zookeeper"])
 def test_mixed_ensemble_over_tls(ensemble, material, kinds):
-    ensemble.start(3, kind=kinds, settings={**FAST, "sslQuorum": "true", **TLS12,
-                                            **stores(material)})
-    leader = ensemble.wait_one_leader()
-    acked = AckedWrites()
-    ensemble.client().ensure_path(ROOT)
-    write_through_each(ensemble, acked, "tls")
-    check_acked_everywhere(ensemble, acked)
-    check_trees_agree(ensemble, ROOT)
+    leader, acked = start_and_replicate(
+        ensemble, {**FAST, "sslQuorum": "true", **TLS12, **stores(material)}, kinds)
     for sid in ensemble.sids:
         assert tls_lines(ensemble, sid, "election"), f"server.{sid}: no TLS connection logged"
-
-    survivors = [s for s in ensemble.sids if s != leader]
-    ensemble.kill(leader)
-    new_leader = ensemble.wait_one_leader(survivors)
-    write_through_each(ensemble, acked, "after-failover", survivors)
-    check_acked_everywhere(ensemble, acked, survivors)
-    ensemble.start_server(leader)  # rejoins the other kind's leader over TLS
-    assert ensemble.wait_one_leader() == new_leader
-    check_acked_everywhere(ensemble, acked, [leader])
-    check_trees_agree(ensemble, ROOT)
+    fail_over_and_rejoin(ensemble, leader, acked)  # the old leader rejoins over TLS
 
 
 def test_rolling_change_to_tls_with_port_unification(ensemble, material):

@@ -211,7 +211,7 @@ class TlsHandshake(asyncio.Protocol):
                 raise exc  # CancelledError at shutdown, KeyboardInterrupt: not this peer's doing
             # SSLError, EOF, reset and timeout are the peer's; anything else is logged the
             # same way, since it too must close this connection and nothing more.
-            log.info("event=tls_handshake_failed remote=%s reason=%r", remote, _reason(exc))
+            log.info("event=tls_handshake_failed remote=%s reason=%r", remote, failure_reason(exc))
             self._transport.close()
             return
         if self._lost:
@@ -297,7 +297,8 @@ def _run_now(coro, done: Callable[[object, BaseException | None], None]) -> None
     step()
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
+    """A failed handshake's reason, for one log line."""
     if isinstance(exc, ssl.SSLError):
         return exc.reason or exc.strerror or str(exc)
     if isinstance(exc, TimeoutError):

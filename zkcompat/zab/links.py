@@ -24,6 +24,7 @@ from zkcompat.security.quorum_tls import (
     looks_like_tls,
     names_peer,
 )
+from zkcompat.security.tls import failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +303,7 @@ async def _link(sock: socket.socket, remote: str, security: QuorumTls | None,
                                          ssl_handshake_timeout=security.detection_timeout_s),
             security.detection_timeout_s * 2)
     except (OSError, ssl.SSLError, TimeoutError, EOFError) as e:
-        _refused(what, remote, f"TLS handshake failed: {_reason(e)}")
+        _refused(what, remote, f"TLS handshake failed: {failure_reason(e)}")
         sock.close()
         return None
     reason = await _check_peer(transport, remote.rsplit(":", 1)[0], None, security)
@@ -330,7 +331,7 @@ async def open_link(security: QuorumTls | None, host: str, port: int, timeout_s:
                                                           if tls_on else None)),
             timeout_s)
     except ssl.SSLError as e:
-        raise ConnectionError(f"TLS handshake with {host}:{port} failed: {_reason(e)}") from None
+        raise ConnectionError(f"TLS handshake with {host}:{port} failed: {failure_reason(e)}") from None
     remote = _remote(transport.get_extra_info("peername"))
     if tls_on:
         peer_ip = remote.rsplit(":", 1)[0]
@@ -380,11 +381,3 @@ def _secured(transport, what: str, remote: str, direction: str) -> None:
 
 def _refused(what: str, remote: str, reason: str) -> None:
     log.warning("event=quorum_link_refused port=%s remote=%s reason=%r", what, remote, reason)
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError):
-        return exc.reason or exc.strerror or str(exc)
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    return str(exc) or type(exc).__name__
