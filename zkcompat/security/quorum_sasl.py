@@ -438,9 +438,8 @@ class QuorumAuthServerExchange:
         error = bytes(out) + (encode_packet(Status.ERROR, b"") if self._received else b"")
         if self._required:
             raise QuorumAuthError(f"Failed to authenticate using SASL: {reason}", error)
-        log.warning("event=quorum_sasl_failed_but_kept reason=%r "
-                    "detail='Maintaining learner connection despite SASL authentication "
-                    "failure' %s=false", reason, SERVER_REQUIRE_SASL)
+        # ZooKeeper: "Maintaining learner connection despite SASL authentication failure";
+        # the caller, who knows the peer, logs it.
         self.failure, self.done = reason, True
         return self._finish(error)
 
