@@ -14,7 +14,7 @@ import pytest
 
 from tests.certs import make_material
 
-from .harness import FAST, AckedWrites, check_acked_everywhere
+from .harness import FAST, AckedWrites, check_acked_everywhere, wait_for
 from .test_quorum_tls import (
     ROOT,
     fail_over_and_rejoin,
@@ -97,3 +97,29 @@ def test_a_learner_with_a_wrong_password_is_kept_out(ensemble, monkeypatch, tmp_
     ensemble.client(ensemble.hosts(1)).ensure_path(ROOT)
     write_through_each(ensemble, acked, "two", [1, 2])
     check_acked_everywhere(ensemble, acked, [1, 2])
+
+
+def test_rolling_change_to_required_sasl(ensemble, monkeypatch, tmp_path):
+    """ZooKeeper's documented steps, one rolling restart each, on a mixed ensemble that
+    keeps its quorum and takes a write after every restart: enableSasl (servers answer an
+    exchange but ask for none), then learnerRequireSasl (each authenticates what it opens),
+    then serverRequireSasl (each refuses a peer that does not)."""
+    use_jaas(monkeypatch, tmp_path, "good")
+    ensemble.start(3, kind="zookeeper,zkcompat,zkcompat", settings={**FAST})
+    ensemble.wait_one_leader()
+    acked = AckedWrites()
+    ensemble.client().ensure_path(ROOT)
+    steps = [("enabled", {"quorum.auth.enableSasl": "true"}),
+             ("learners", {"quorum.auth.learnerRequireSasl": "true"}),
+             ("servers", {"quorum.auth.serverRequireSasl": "true"})]
+    for step, settings in steps:
+        for sid in ensemble.sids:
+            ensemble.stop_server(sid)
+            set_cfg(ensemble, sid, settings)
+            ensemble.start_server(sid)
+            wait_for(lambda sid=sid: ensemble.mode(sid) in ("leader", "follower"), 60,
+                     f"server.{sid} back in the quorum after step {step}")
+            write_through_each(ensemble, acked, f"{step}-{sid}")
+    check_acked_everywhere(ensemble, acked)
+    for sid in ensemble.sids:  # the last restarts authenticated
+        assert auth_lines(ensemble, sid, "election"), f"server.{sid}: no SASL logged"
