@@ -1105,3 +1105,35 @@ def test_random_bytes(zookeeper, zkcompat, guard):
             if zk != ours:
                 mismatches.append(f"{name}: bytes {data.hex()}\n  ZooKeeper {zk}\n  zkcompat  {ours}")
     assert not mismatches, f"seed {FUZZ_SEED}:\n" + "\n".join(mismatches)
+
+
+def test_auth_packets_do_not_keep_a_session_alive(zookeeper, zkcompat, guard):
+    """ZooKeeperServer.processPacket answers auth (op 100) and SASL (op 102) packets itself
+    and touches the session only in submitRequest: a client that sends nothing but auth
+    packets is expired like a silent one, and its connection closed."""
+    timeout_ms = 800
+
+    def probe(server):
+        wire = Wire(server)
+        try:
+            session = wire.handshake(timeout_ms=timeout_ms)
+            auth = request(-4, OP_AUTH, i32(0) + ustring("digest") + buffer(b"u:p"))
+            deadline = time.monotonic() + 6 * session.timeout_ms / 1000
+            replies = 0
+            while time.monotonic() < deadline:
+                if not wire.send(framed(auth)):
+                    return ["closed", replies > 0]
+                got = wire.read_frame(0.15)
+                while got not in (SILENT, CLOSED):
+                    replies += 1
+                    got = wire.read_frame(0.01)
+                if got == CLOSED:
+                    return ["closed", replies > 0]
+            return ["still open after 6 session timeouts", replies > 0]
+        finally:
+            wire.close()
+
+    with guard.check():
+        zk, ours = both(zookeeper, zkcompat, probe)
+    assert zk == ["closed", True], f"ZooKeeper: {zk}"
+    assert ours == zk

@@ -154,8 +154,8 @@ class Connection(asyncio.Protocol):
             n = len(frames)
             self.stats.received += n
             self.server.stats.packets_received += n
-            # Every frame of one read arrived at once: one clock read, one session touch.
-            t0_ms = self.session.last_active_ms = _monotonic_ns() // 1_000_000
+            # Every frame of one read arrived at once: one clock read.
+            t0_ms = _monotonic_ns() // 1_000_000
             if self._unread is not None:
                 self._unread += frames  # after those still waiting for the client to read
                 return
@@ -333,7 +333,7 @@ class Connection(asyncio.Protocol):
 
     def _read_unread(self, frames: list) -> None:
         """The requests left unread while the client was not reading its replies."""
-        t0_ms = self._touch()
+        t0_ms = self._now_ms()
         for i, f in enumerate(frames):
             self._on_request(f, t0_ms)
             if self._state != "open":
@@ -400,7 +400,7 @@ class Connection(asyncio.Protocol):
         self.stats.received += 1
         self.server.stats.packets_received += 1
         if self._state == "open":
-            self._on_request(payload, self._touch())
+            self._on_request(payload, self._now_ms())
         elif self._state == "handshake":
             self._on_connect(payload)
         elif self._state == "waiting":
@@ -494,17 +494,19 @@ class Connection(asyncio.Protocol):
         for f in frames:
             if self._state != "open":
                 return
-            self._on_request(f, self._touch())
+            self._on_request(f, self._now_ms())
         if self._state == "open":
             self._count_received()
 
-    def _touch(self) -> int:
-        """Now, in ms, as the session's last activity (what keeps it alive)."""
-        t = self.session.last_active_ms = _monotonic_ns() // 1_000_000
-        return t
+    @staticmethod
+    def _now_ms() -> int:
+        return _monotonic_ns() // 1_000_000
 
     def _on_request(self, payload, t0_ms: int) -> None:
-        """One request of the open session, received at t0_ms (the session was touched)."""
+        """One request of the open session, received at t0_ms. What ZooKeeper submits
+        touches the session (keeps it alive); auth and SASL packets, and requests refused
+        for want of authentication, do not (ZooKeeperServer.processPacket touches only in
+        submitRequest)."""
         session = self.session
         if len(payload) < _REQUEST_HEADER.size:
             self.close(f"RequestHeader needs 8 bytes, frame has {len(payload)}")
@@ -536,6 +538,7 @@ class Connection(asyncio.Protocol):
                 # Only the handshake creates sessions; ZooKeeper's prep cannot parse this.
                 raise JuteError("createSession is not a client request")
             elif op not in NO_BODY_OPS:
+                session.last_active_ms = t0_ms
                 self._unimplemented(xid, op)
                 return
         except JuteError as e:
@@ -546,6 +549,7 @@ class Connection(asyncio.Protocol):
                      session.session_id, op, str(e))
             record = None
             is_write = op in MARSHALLED_WRITES
+        session.last_active_ms = t0_ms
         if op == _CLOSE_SESSION and session.closing:
             return
         req = Request(session.session_id, xid, op, record, self, self.auth_ids, t0_ms)
