@@ -1,8 +1,12 @@
 // One side of ZooKeeper's quorum SASL, run by ZooKeeper's own classes over a loopback
 // socket, for tests/security/test_quorum_sasl.py (the JAAS file comes in with
-// -Djava.security.auth.login.config):
-//   QuorumSaslPeer server <serverRequireSasl>          listens, prints "port N", accepts one
-//   QuorumSaslPeer learner <port> <learnerRequireSasl> connects to 127.0.0.1:port
+// -Djava.security.auth.login.config, and for Kerberos -Djava.security.krb5.conf):
+//   QuorumSaslPeer server <serverRequireSasl> [authzHost,...]
+//       listens, prints "port N", accepts one; the hosts a Kerberos learner's principal
+//       may name (QuorumPeer gives every server.N's hostname) default to localhost
+//   QuorumSaslPeer learner <port> <learnerRequireSasl> [servicePrincipal [hostName]]
+//       connects to 127.0.0.1:port asking for servicePrincipal (default zkquorum/localhost)
+//       with hostName (default localhost) as the peer's QuorumServer hostname
 // Each prints "result ok" or "result error <message>"; after a success it writes its
 // marker (what the next layer would send) and prints "after <hex>": every byte it read
 // after the exchange, up to the end of the stream (and "reset ..." if the peer reset it).
@@ -15,7 +19,8 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.util.Collections;
+import java.util.Arrays;
+import java.util.HashSet;
 import org.apache.zookeeper.server.quorum.auth.SaslQuorumAuthLearner;
 import org.apache.zookeeper.server.quorum.auth.SaslQuorumAuthServer;
 
@@ -23,8 +28,9 @@ public class QuorumSaslPeer {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("server")) {
             boolean require = Boolean.parseBoolean(args[1]);
+            String hosts = args.length > 2 ? args[2] : "localhost";
             SaslQuorumAuthServer auth = new SaslQuorumAuthServer(
-                require, "QuorumServer", Collections.singleton("localhost"));
+                require, "QuorumServer", new HashSet<>(Arrays.asList(hosts.split(","))));
             try (ServerSocket listener = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
                 System.out.println("port " + listener.getLocalPort());
                 System.out.flush();
@@ -43,12 +49,14 @@ public class QuorumSaslPeer {
         } else {
             int port = Integer.parseInt(args[1]);
             boolean require = Boolean.parseBoolean(args[2]);
+            String servicePrincipal = args.length > 3 ? args[3] : "zkquorum/localhost";
+            String hostName = args.length > 4 ? args[4] : "localhost";
             SaslQuorumAuthLearner auth = new SaslQuorumAuthLearner(
-                require, "zkquorum/localhost", "QuorumLearner");
+                require, servicePrincipal, "QuorumLearner");
             try (Socket sock = new Socket()) {
                 sock.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 30000);
                 sock.setSoTimeout(30000);
-                if (!report(() -> auth.authenticate(sock, "localhost"))) {
+                if (!report(() -> auth.authenticate(sock, hostName))) {
                     return;
                 }
                 finish(sock, sock.getInputStream(), "FROM-JAVA-LEARNER");
