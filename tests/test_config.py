@@ -347,7 +347,7 @@ def _not_implemented_keys(caplog) -> set[str]:
 
 
 @pytest.mark.parametrize("key, value", [("preAllocSize", "65536"),
-                                        ("largeRequestMaxBytes", "1000"),
+                                        ("maxResponseCacheSize", "1000"),
                                         ("reconfigEnabled", "true"),
                                         ("zookeeper.commitLogCount", "1000"),
                                         ("leaderServes", "no"),

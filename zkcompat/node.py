@@ -23,6 +23,7 @@ from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
 from zkcompat.server.expirer import run_expirer
+from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.limits import ClientLimits
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.metrics import metrics_app, registry_for
@@ -186,6 +187,10 @@ class _Listener(Connection):
         super().connection_lost(exc)
 
 
+class _LargeRequestListener(_Listener, LargeRequestConnection):
+    """A _Listener that counts large requests (largeRequestThreshold set)."""
+
+
 def _refuse_connection() -> asyncio.Protocol:
     return _NotServing()
 
@@ -268,16 +273,18 @@ async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
         log.info("event=sasl_on mechanism=%s section=%s users=%d", config.sasl.mechanism,
                  config.sasl.section, len(config.sasl.users))
     listeners = []
+    # Only a server with largeRequestThreshold set pays for counting large requests.
+    listener = _LargeRequestListener if ctx.limits.large_requests_counted else _Listener
     if config.client_port_enabled:
         listeners.append(await loop.create_server(
-            lambda: _Listener(ctx) if ctx.serving else _refuse_connection(),
+            lambda: listener(ctx) if ctx.serving else _refuse_connection(),
             config.client_port_address, config.client_port, reuse_address=True))
     if config.tls is not None:
         context = security_tls.server_context(config.tls)
         x509 = security_x509.SCHEME in config.auth_schemes
         secure = await loop.create_server(
-            lambda: security_tls.TlsHandshake(lambda: _Listener(ctx), context, x509,
-                                              config.tls.super_user)
+            lambda: security_tls.TlsHandshake(lambda: listener(ctx), context, x509,
+                                              config.tls.super_user, ctx.limits)
             if ctx.serving else _refuse_connection(),
             config.secure_client_port_address, config.secure_client_port, reuse_address=True)
         addr = secure.sockets[0].getsockname()

@@ -43,7 +43,12 @@ ZOOKEEPER_GAUGES = {
 # ServerMetrics.java: getCounter(...) names this server has.
 ZOOKEEPER_COUNTERS = {"commit_count", "digest_mismatches_count", "proposal_count",
                       "learner_proposal_received_count", "learner_commit_received_count",
-                      "snap_count", "diff_count", "looking_count"}
+                      "snap_count", "diff_count", "looking_count",
+                      # the client-port limits'
+                      "connection_request_count", "connection_rejected",
+                      "large_requests_rejected", "tls_handshake_exceeded",
+                      "request_throttle_wait_count", "stale_requests", "stale_requests_dropped",
+                      "throttled_ops"}
 # ServerMetrics.java: getSummary(name, level), True for DetailLevel.ADVANCED.
 ZOOKEEPER_SUMMARIES = {
     "readlatency": True, "updatelatency": True, "fsynctime": False,
@@ -52,6 +57,7 @@ ZOOKEEPER_SUMMARIES = {
     "quorum_ack_latency": True, "commit_propagation_latency": True,
     "propagation_latency": True, "follower_sync_time": False, "observer_sync_time": False,
     "unavailable_time": False, "leader_unavailable_time": False,
+    "connection_token_deficit": False, "request_throttle_queue_time_ms": True,
 }
 # Those of the ZAB roles: a standalone server has them all, and none moves (no Leader).
 ENSEMBLE_ONLY = {"proposal_count", "learner_proposal_received_count",

@@ -4,7 +4,9 @@ protocol object, on the same pipeline, as a plaintext one.
 
 A handshake that fails (plain bytes, an untrusted or missing client certificate, no common
 protocol or cipher, a timeout, the client going away) closes that connection with one
-logged reason (event=tls_handshake_failed) and touches nothing else.
+logged reason (event=tls_handshake_failed) and touches nothing else. A connection accepted
+while netty.server.outstandingHandshake.limit handshakes are underway is closed before its
+own starts (event=tls_handshake_refused).
 """
 
 import asyncio
@@ -13,6 +15,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import Callable
+from typing import Protocol
 
 from cryptography.hazmat.primitives import serialization
 
@@ -170,6 +173,14 @@ def _load_key(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
                                 f"{e}") from None
 
 
+class HandshakeCount(Protocol):
+    """The server's count of handshakes underway (zkcompat.server.limits.ClientLimits)."""
+
+    def handshake_started(self) -> bool: ...
+
+    def handshake_finished(self) -> None: ...
+
+
 class TlsHandshake(asyncio.Protocol):
     """One secure client connection until its handshake is done: then the connection
     protocol made by `make_connection` takes the TLS transport, with the client's x509 id
@@ -178,11 +189,18 @@ class TlsHandshake(asyncio.Protocol):
 
     asyncio's create_server(ssl=...) reports no failed handshake to anyone, so the handshake
     is this object's: loop.start_tls, with this object as the protocol of the TLS side
-    until the connection takes over (it holds what arrives meanwhile)."""
+    until the connection takes over (it holds what arrives meanwhile).
+
+    `handshakes` counts each handshake from the accept to its end, and may refuse to start
+    one (NettyServerCnxnFactory's outstandingHandshake limit): the connection is then closed
+    at once, before any TLS byte."""
 
     def __init__(self, make_connection: Callable[[], asyncio.Protocol],
-                 context: ssl.SSLContext, x509: bool, super_user: str | None = None):
+                 context: ssl.SSLContext, x509: bool, super_user: str | None = None,
+                 handshakes: HandshakeCount | None = None):
         self._make_connection = make_connection
+        self._handshakes = handshakes
+        self._counted = False  # handshakes counts this one in
         self._context = context
         self._x509 = x509
         self._super_user = super_user
@@ -196,6 +214,13 @@ class TlsHandshake(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._handshakes is not None:
+            if not self._handshakes.handshake_started():
+                log.info("event=tls_handshake_refused remote=%s reason=%r", self._remote,
+                         "outstanding handshake limit")
+                transport.close()
+                return
+            self._counted = True
         # start_tls must own the transport before this returns: uvloop starts reading
         # right after connection_made (a pause_reading here does not hold), and bytes read
         # before the TLS protocol is in place would be lost to it.
@@ -205,6 +230,9 @@ class TlsHandshake(asyncio.Protocol):
         _run_now(handshake, self._handshake_done)
 
     def _handshake_done(self, tls, exc: BaseException | None) -> None:
+        if self._counted:  # updateHandshakeCountIfStarted: before the certificate is judged
+            self._counted = False
+            self._handshakes.handshake_finished()
         remote = self._remote
         if exc is not None:
             if not isinstance(exc, Exception):

@@ -256,8 +256,17 @@ class Admin:
             ("approximate_data_size", self.approximate_data_size(data_size_max_age_s)),
             ("uptime", self.uptime_ms()),
             ("digest_mismatches_count", p.stats.digest_mismatches),
+            *self.limit_gauges(),
             *self.role_gauges(),
         ]
+
+    def limit_gauges(self) -> list[tuple[str, object]]:
+        """ZooKeeperServer.registerMetrics' gauges of the client-port limits. ZooKeeper's
+        outstanding_tls_handshake reads the plaintext port's factory only (0 beside a
+        secureClientPort); here it is the secure port's handshakes underway."""
+        limits = self.server.limits
+        return [("connection_drop_probability", limits.connection_drop_probability),
+                ("outstanding_tls_handshake", limits.outstanding_handshakes)]
 
     def zab_state(self) -> str:
         """QuorumPeer.getZabState, from the role's own phase."""

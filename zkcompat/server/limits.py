@@ -11,7 +11,14 @@ against lives here, shared by the server's connections; a connection only report
   outstanding stops reading; it reads again once the server is under the limit, or its own
   requests are all answered. zkcompat also stops reading from a session with
   OUTSTANDING_REQUESTS_MAX requests unanswered, until half are.
-- zookeeper.request_throttle_* (RequestThrottler, in server/throttle.py).
+- zookeeper.request_throttle_* and throttled_op_wait_time (RequestThrottler, in
+  server/throttle.py).
+- largeRequestThreshold / largeRequestMaxBytes (ZooKeeperServer.checkRequestSize*): the
+  bytes of requests over the threshold, from receipt until answered, count toward one
+  total; a frame that would take it past the maximum closes its connection
+  (server/large_requests.py does the counting, on the connections of such a server only).
+- netty.server.outstandingHandshake.limit (NettyServerCnxnFactory): a secure connection
+  accepted while that many TLS handshakes are in progress is closed at once.
 
 "In process" is the number of requests in sessions' queues (writes waiting for their commit
 and the reads behind them), as each connection last counted its own: reads answered at once
@@ -27,6 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from zkcompat.server.stats import Summary
 from zkcompat.server.throttle import (
     ConnectionThrottle,
     ConnectionThrottleSettings,
@@ -38,6 +46,9 @@ log = logging.getLogger(__name__)
 
 PROPERTY_PREFIX = "zookeeper."  # zoo.cfg keys ZooKeeper does not know become zookeeper.KEY
 GLOBAL_OUTSTANDING_LIMIT_DEFAULT = 1000  # ZooKeeperServer.DEFAULT_GLOBAL_OUTSTANDING_LIMIT
+LARGE_REQUEST_MAX_BYTES_DEFAULT = 100 * 1024 * 1024  # ZooKeeperServer.largeRequestMaxBytes
+LARGE_REQUEST_THRESHOLD_OFF = -1  # ZooKeeperServer.largeRequestThreshold: -1 counts none
+OUTSTANDING_HANDSHAKE_LIMIT_OFF = -1  # NettyServerCnxnFactory: 0 or less limits nothing
 # A connection whose client does not read what it is sent is closed once this much waits
 # unsent in its transport, or UNSENT_REPLIES_MIN replies of jute.maxbuffer if that is more.
 # It stops reading at the transport's high-water mark, so only the replies its session had
@@ -57,6 +68,9 @@ class LimitSettings:
 
     global_outstanding_limit: int = GLOBAL_OUTSTANDING_LIMIT_DEFAULT
     max_cnxns: int = 0  # 0: no limit (ServerCnxnFactory.initMaxCnxns)
+    large_request_max_bytes: int = LARGE_REQUEST_MAX_BYTES_DEFAULT
+    large_request_threshold: int = LARGE_REQUEST_THRESHOLD_OFF
+    outstanding_handshake_limit: int = OUTSTANDING_HANDSHAKE_LIMIT_OFF
     connection_throttle: ConnectionThrottleSettings = field(
         default_factory=ConnectionThrottleSettings)
     request_throttle: RequestThrottleSettings = field(default_factory=RequestThrottleSettings)
@@ -96,6 +110,9 @@ def _boolean(key: str, value: str) -> bool:
 _KEYS: dict[str, tuple[str, str, Callable[[str, str], object]]] = {
     "globalOutstandingLimit": ("", "global_outstanding_limit", _int),
     "maxCnxns": ("", "max_cnxns", _int),
+    "largeRequestMaxBytes": ("", "large_request_max_bytes", _int),
+    "largeRequestThreshold": ("", "large_request_threshold", _int),
+    "netty.server.outstandingHandshake.limit": ("", "outstanding_handshake_limit", _int),
     "connection_throttle_tokens": ("connection", "tokens", _int),
     "connection_throttle_fill_time": ("connection", "fill_time_ms", _int),
     "connection_throttle_fill_count": ("connection", "fill_count", _int),
@@ -112,6 +129,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str, str], object]]] = {
     "request_throttle_drop_stale": ("request", "drop_stale", _boolean),
     "request_stale_connection_check": ("request", "stale_connection_check", _boolean),
     "request_stale_latency_check": ("request", "stale_latency_check", _boolean),
+    "throttled_op_wait_time": ("request", "throttled_op_wait_time_ms", _int),
 }
 KEYS = frozenset(_KEYS)
 
@@ -136,9 +154,25 @@ def settings(props: Mapping[str, str]) -> LimitSettings:
     if top.get("max_cnxns", 0) < 0:  # ServerCnxnFactory.initMaxCnxns
         log.warning("event=config_max_cnxns_negative value=%d action=use_0", top["max_cnxns"])
         top["max_cnxns"] = 0
+    _large_requests(top)
     if request.max_requests > 0 and request.stall_time_ms < 0:
         raise SettingError(f"request_throttle_stall_time: {request.stall_time_ms} is negative")
     return LimitSettings(**top, connection_throttle=connection, request_throttle=request)
+
+
+def _large_requests(top: dict[str, object]) -> None:
+    """ZooKeeperServer.setLargeRequestMaxBytes / setLargeRequestThreshold: a maximum of 0 or
+    less keeps the default, a threshold of 0 or below -1 turns the count off (each with a
+    warning)."""
+    max_bytes = top.get("large_request_max_bytes", LARGE_REQUEST_MAX_BYTES_DEFAULT)
+    if max_bytes <= 0:
+        log.warning("event=config_large_request_max_bytes value=%d action=use_%d", max_bytes,
+                    LARGE_REQUEST_MAX_BYTES_DEFAULT)
+        top["large_request_max_bytes"] = LARGE_REQUEST_MAX_BYTES_DEFAULT
+    threshold = top.get("large_request_threshold", LARGE_REQUEST_THRESHOLD_OFF)
+    if threshold == 0 or threshold < -1:
+        log.warning("event=config_large_request_threshold value=%d action=use_-1", threshold)
+        top["large_request_threshold"] = LARGE_REQUEST_THRESHOLD_OFF
 
 
 def _connection_throttle(s: ConnectionThrottleSettings) -> ConnectionThrottleSettings:
@@ -221,7 +255,18 @@ class ClientLimits:
                                   if s.request_throttle.max_requests > 0 else None)
         self.clock_ms = clock_ms
         self.connections_rejected = 0  # ServerMetrics.CONNECTION_REJECTED
+        self.connection_requests = 0  # ServerMetrics.CONNECTION_REQUEST_COUNT
+        self.connection_token_deficit = Summary()  # ServerMetrics.CONNECTION_TOKEN_DEFICIT
         self.throttled_reads = 0  # times a connection stopped reading at a bound
+        # largeRequest*: the bytes of the large requests received and not answered yet
+        self.large_request_threshold = s.large_request_threshold
+        self.large_request_max_bytes = s.large_request_max_bytes
+        self.large_request_bytes = 0
+        self.large_requests_rejected = 0  # ServerMetrics.LARGE_REQUESTS_REJECTED
+        # netty.server.outstandingHandshake.limit, and the secure port's handshakes underway
+        self.outstanding_handshake_limit = s.outstanding_handshake_limit
+        self.outstanding_handshakes = 0  # the gauge outstanding_tls_handshake
+        self.tls_handshakes_exceeded = 0  # ServerMetrics.TLS_HANDSHAKE_EXCEEDED
 
     # -- connections
 
@@ -247,12 +292,68 @@ class ClientLimits:
     def session_allowed(self, renew: bool) -> bool:
         """processConnectRequest's connThrottle.checkLimit: False refuses the session."""
         throttle = self.connection_throttle
-        if not throttle.max_tokens:
+        if throttle.max_tokens and not throttle.check_limit(throttle.tokens_needed(renew),
+                                                            self.clock_ms()):
+            self.connections_rejected += 1
+            return False
+        self.connection_token_deficit.observe(throttle.deficit)
+        self.connection_requests += 1
+        return True
+
+    @property
+    def connection_drop_probability(self) -> float:
+        """ZooKeeperServer.getConnectionDropChance: BLUE's chance of refusing a session."""
+        return self.connection_throttle.drop
+
+    # -- large requests (ZooKeeperServer.checkRequestSize*; server/large_requests.py)
+
+    @property
+    def large_requests_counted(self) -> bool:
+        return self.large_request_threshold != LARGE_REQUEST_THRESHOLD_OFF
+
+    def large_frame_allowed(self, length: int) -> bool:
+        """checkRequestSizeWhenReceivingMessage, for a frame (any frame, the ConnectRequest
+        too) over the threshold: whether `length` more bytes keep the total within the
+        maximum. False refuses it: the caller closes its connection."""
+        if self.large_request_bytes + length <= self.large_request_max_bytes:
             return True
-        if throttle.check_limit(throttle.tokens_needed(renew), self.clock_ms()):
-            return True
-        self.connections_rejected += 1
+        self.large_requests_rejected += 1
         return False
+
+    def large_request_received(self, length: int) -> bool:
+        """checkRequestSizeWhenMessageReceived, for a request body over the threshold: count
+        it in, or refuse it (False: the caller closes its connection) if that would take the
+        total past the maximum. Each one counted in is counted out by large_request_finished."""
+        total = self.large_request_bytes + length
+        if total > self.large_request_max_bytes:
+            self.large_requests_rejected += 1
+            return False
+        self.large_request_bytes = total
+        return True
+
+    def large_request_finished(self, length: int) -> None:
+        """requestFinished: a counted request was answered, or will never be."""
+        self.large_request_bytes -= length
+        assert self.large_request_bytes >= 0, "a large request counted out twice"
+
+    # -- TLS handshakes on the secure port (NettyServerCnxnFactory)
+
+    def handshake_started(self) -> bool:
+        """A secure connection was accepted: count its handshake in, unless
+        netty.server.outstandingHandshake.limit are underway already (False: the caller
+        closes it, tls_handshake_exceeded). Counted whether or not there is a limit, so the
+        gauge shows the handshakes underway either way."""
+        limit = self.outstanding_handshake_limit
+        if limit > 0 and self.outstanding_handshakes >= limit:
+            self.tls_handshakes_exceeded += 1
+            return False
+        self.outstanding_handshakes += 1
+        return True
+
+    def handshake_finished(self) -> None:
+        """updateHandshakeCountIfStarted: done, failed, or the client went away."""
+        self.outstanding_handshakes -= 1
+        assert self.outstanding_handshakes >= 0, "a handshake counted out twice"
 
     # -- requests in flight
 

@@ -65,8 +65,26 @@ COUNTERS = (
     ("diff_count", "quorum.counters.diff_count"),
     ("looking_count", "quorum.looking_count"),
 )
+# The client-port limits' (server/limits.py, server/throttle.py), by the same ServerMetrics
+# names: (name, ClientLimits attribute) and (name, RequestThrottler attribute), 0 when the
+# request throttler is off.
+LIMIT_COUNTERS = (
+    ("connection_request_count", "connection_requests"),
+    ("connection_rejected", "connections_rejected"),
+    ("large_requests_rejected", "large_requests_rejected"),
+    ("tls_handshake_exceeded", "tls_handshakes_exceeded"),
+)
+THROTTLER_COUNTERS = (
+    ("request_throttle_wait_count", "waits"),
+    ("stale_requests", "stale_passed"),
+    ("stale_requests_dropped", "dropped"),
+    ("throttled_ops", "throttled_ops"),
+)
 _SUMMARY_OF = [(name, attrgetter(attr), advanced) for name, attr, advanced in SUMMARIES]
 _COUNTER_OF = [(name, attrgetter(attr)) for name, attr in COUNTERS]
+_LIMIT_COUNTER_OF = [(name, attrgetter(attr)) for name, attr in LIMIT_COUNTERS]
+_THROTTLER_COUNTER_OF = [(name, attrgetter(attr)) for name, attr in THROTTLER_COUNTERS]
+_NO_SUMMARY = Summary()  # the request throttler's queue time while there is none
 # The monitor values that are not ZooKeeper gauges: dumpMonitorValues' own (version,
 # server_state, peer_state, observer_master_id), and a counter.
 _NOT_GAUGES = frozenset({"version", "server_state", "peer_state", "observer_master_id",
@@ -75,12 +93,25 @@ _NOT_GAUGES = frozenset({"version", "server_state", "peer_state", "observer_mast
 
 def summaries(server) -> list[tuple[str, Summary, bool]]:
     st = server.stats
-    return [(name, get(st), advanced) for name, get, advanced in _SUMMARY_OF]
+    rows = [(name, get(st), advanced) for name, get, advanced in _SUMMARY_OF]
+    limits = server.limits
+    throttler = limits.request_throttler
+    # connection_token_deficit is BASIC, request_throttle_queue_time_ms ADVANCED
+    rows += [("connection_token_deficit", limits.connection_token_deficit, False),
+             ("request_throttle_queue_time_ms",
+              _NO_SUMMARY if throttler is None else throttler.queue_time, True)]
+    return rows
 
 
 def counters(server) -> list[tuple[str, int]]:
     st = server.stats
-    return [(name, get(st)) for name, get in _COUNTER_OF]
+    rows = [(name, get(st)) for name, get in _COUNTER_OF]
+    limits = server.limits
+    rows += [(name, get(limits)) for name, get in _LIMIT_COUNTER_OF]
+    throttler = limits.request_throttler
+    rows += [(name, 0 if throttler is None else get(throttler))
+             for name, get in _THROTTLER_COUNTER_OF]
+    return rows
 
 
 def monitor_summaries(server) -> list[tuple[str, object]]:

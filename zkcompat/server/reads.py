@@ -8,6 +8,7 @@ import struct
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, WatcherType
+from zkcompat.server.request import THROTTLED_OP
 from zkcompat.tree.acl import (
     PERM_ADMIN,
     PERM_READ,
@@ -254,6 +255,12 @@ def read_check_alone(server, req, rec, cnxn):
     raise KeeperError(Code.UNIMPLEMENTED, rec.path)
 
 
+def read_throttled(server, req, rec, cnxn):
+    """A request the request throttler held longer than throttled_op_wait_time: THROTTLEDOP
+    with no body, and nothing done (FinalRequestProcessor's isThrottled)."""
+    raise KeeperError(Code.THROTTLEDOP)
+
+
 def read_multi_read(server, req, ops, cnxn):
     results = []
     for op_type, rec in ops:
@@ -286,6 +293,7 @@ READ = {
     OpCode.REMOVE_WATCHES: read_remove_watches,
     OpCode.MULTI_READ: read_multi_read,
     OpCode.CHECK: read_check_alone,
+    THROTTLED_OP: read_throttled,
 }
 
 def _multi_get_data(server, req, rec, cnxn):

@@ -37,6 +37,22 @@ class DeleteContainerRequest:
         return DeleteContainerRequest(rec.path), off
 
 
+# The type a request takes once the request throttler marks it throttled (Request.isThrottled):
+# no client op has it (Code.THROTTLEDOP's value; a client's op -127 is UNIMPLEMENTED), so the
+# pipeline answers it as a read, in its session's order, with THROTTLEDOP (reads.READ) and
+# never prepares, forwards or applies it, as ZooKeeper's processors pass a throttled request
+# by. Its last op in cons is NA, as FinalRequestProcessor leaves it.
+THROTTLED_OP = -127
+_THROTTLED_RECORD = object()  # not None: a missing record would be MARSHALLINGERROR
+
+
+def mark_throttled(req: "Request") -> None:
+    """RequestThrottler: the request waited longer than throttled_op_wait_time."""
+    req.type = THROTTLED_OP
+    req.record = _THROTTLED_RECORD
+    req.is_write = False
+
+
 MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
 # The body record of each client request (jute.ops): multi, auth and SASL have handlers of
 # their own; deleteContainer is a server op whose 3.9 body is the path as a buffer.

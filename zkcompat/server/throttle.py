@@ -1,6 +1,7 @@
 """ZooKeeper's two throttles: BlueThrottle's token bucket on new sessions, and RequestThrottler's
 bound on requests in process. ConnectionThrottle is pure (the clock and the RNG come in);
-RequestThrottler holds requests in one FIFO, so every session's order is kept.
+RequestThrottler holds requests in one FIFO, so every session's order is kept, and answers
+one that waited longer than throttled_op_wait_time THROTTLEDOP.
 """
 
 from __future__ import annotations
@@ -14,10 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zkcompat.jute.constants import OpCode
+from zkcompat.server.request import mark_throttled
+from zkcompat.server.stats import Summary
 
 log = logging.getLogger(__name__)
 
 _CLOSE_SESSION = OpCode.CLOSE_SESSION
+# Request.isThrottlable: never a ping or a session's birth or death. Auth and SASL packets
+# never reach ZooKeeper's throttler (processPacket answers them itself); here they wait in
+# order with the rest, and are never marked either.
+_NOT_THROTTLABLE = frozenset((OpCode.PING, OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION,
+                              OpCode.AUTH, OpCode.SASL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +136,9 @@ class RequestThrottleSettings:
     drop_stale: bool = True
     stale_connection_check: bool = True  # zookeeper.request_stale_connection_check
     stale_latency_check: bool = False  # zookeeper.request_stale_latency_check
+    # zookeeper.throttled_op_wait_time (ZooKeeperServer): a request that waited longer than
+    # this is answered THROTTLEDOP instead of being carried out; 0: never.
+    throttled_op_wait_time_ms: int = 0
 
 
 class RequestThrottler:
@@ -136,7 +147,9 @@ class RequestThrottler:
     requests finish. A request found stale when its turn comes (its connection closed, or
     older than its session's timeout with the latency check on) is dropped with drop_stale,
     as ZooKeeper drops it; a connection that still lives is then closed (setInvalid) and
-    the rest of its waiting requests dropped with it.
+    the rest of its waiting requests dropped with it. One that waited longer than
+    throttled_op_wait_time goes on marked throttled (shouldThrottleOp): the pipeline answers
+    it THROTTLEDOP, in its session's order, without carrying it out.
 
     The queue is bounded by globalOutstandingLimit: connections stop reading while more
     than that many requests wait here (ZooKeeperServer.shouldThrottle's getInflight).
@@ -150,12 +163,16 @@ class RequestThrottler:
         self.drop_stale = settings.drop_stale
         self.stale_connection_check = settings.stale_connection_check
         self.stale_latency_check = settings.stale_latency_check
+        self.throttled_op_wait_ms = settings.throttled_op_wait_time_ms
         self.limits = limits
         self.clock_ms = clock_ms
         self.waiting: deque = deque()  # (session, request), in arrival order
         self.held_by: dict = {}  # connection -> how many of its requests wait here
         self.dropped = 0  # ServerMetrics.STALE_REQUESTS_DROPPED
         self.waits = 0  # ServerMetrics.REQUEST_THROTTLE_WAIT_COUNT
+        self.stale_passed = 0  # ServerMetrics.STALE_REQUESTS: stale, and passed on all the same
+        self.throttled_ops = 0  # ServerMetrics.THROTTLED_OPS
+        self.queue_time = Summary()  # ServerMetrics.REQUEST_THROTTLE_QUEUE_TIME, ms
         self._invalid: weakref.WeakSet = weakref.WeakSet()  # connections whose requests drop
         self._release_handle: asyncio.Handle | None = None  # a release is due, then or soon
         self._woken = False  # ... soon
@@ -164,6 +181,9 @@ class RequestThrottler:
         """A connection's request: into the pipeline now, or behind those already waiting."""
         limits = self.limits
         if not self.waiting and limits.in_process < self.max_requests:
+            queue_time = self.queue_time  # it waited 0 ms: observe(0), inlined
+            queue_time.count += 1
+            queue_time.recent.append(_WAITED_0)
             limits.submit_now(session, req)
             return
         self.waiting.append((session, req))
@@ -207,9 +227,16 @@ class RequestThrottler:
                 self.held_by[cnxn] = n
             if cnxn in self._invalid:  # Request.mustDrop
                 continue
-            if self.drop_stale and self._stale(req, session):
-                self._drop(cnxn)
-                continue
+            if self._stale(req, session):
+                if self.drop_stale:
+                    self._drop(cnxn)
+                    continue
+                self.stale_passed += 1
+            waited_ms = self.clock_ms() - req.t0_ms
+            self.queue_time.observe(waited_ms)
+            if waited_ms > self.throttled_op_wait_ms > 0 and req.type not in _NOT_THROTTLABLE:
+                mark_throttled(req)  # shouldThrottleOp
+                self.throttled_ops += 1
             limits.submit_now(session, req)
             flushed = cnxn.outbox
         if flushed is not None:
@@ -233,6 +260,9 @@ class RequestThrottler:
         self._invalid.add(cnxn)
         if not _closed(cnxn):
             cnxn.close_after_flush("request dropped by the request throttler: stale")
+
+
+_WAITED_0 = (0, 1)  # a Summary's recent entry: one observation of 0
 
 
 def _closed(cnxn) -> bool:
