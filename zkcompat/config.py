@@ -691,13 +691,14 @@ def _security_key(key: str) -> bool:
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory",
                   "sslQuorum", "portUnification", "quorum.auth.enableSasl",
                   "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl",
-                  "quorum.auth.learner.saslLoginContext", "quorum.auth.server.saslLoginContext")
+                  "quorum.auth.learner.saslLoginContext", "quorum.auth.server.saslLoginContext",
+                  "quorum.auth.kerberos.servicePrincipal")
 # System properties zoo.cfg may set (with or without "zookeeper."), read by _setup_security.
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
                         "sasl.serverconfig", "superUser", "enforce.auth.enabled",
                         "enforce.auth.schemes", "sessionRequireClientSASLAuth",
                         "allowSaslFailedClients", "kerberos.removeHostFromPrincipal",
-                        "kerberos.removeRealmFromPrincipal")
+                        "kerberos.removeRealmFromPrincipal", "kerberos.canonicalizeHostNames")
 
 
 def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str, str]) -> None:

@@ -10,7 +10,8 @@ that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
 (secureClientPort, ssl.*, sslQuorum, portUnification, ssl.quorum.*, quorum.auth.*,
 authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
 superUser, sasl.serverconfig, enforce.auth.*, sessionRequireClientSASLAuth,
-allowSaslFailedClients, kerberos.removeHostFromPrincipal, kerberos.removeRealmFromPrincipal)
+allowSaslFailedClients, kerberos.removeHostFromPrincipal, kerberos.removeRealmFromPrincipal,
+kerberos.canonicalizeHostNames)
 are read by zkcompat.security and are not listed here; the
 ssl.* ones it does not obey are.
 """
@@ -42,7 +43,6 @@ def _is_not(*words: str) -> Callable[[str], bool]:
 
 _NO_JVM = "zkcompat is one Python process on one event loop: there is no such JVM or thread pool"
 _NO_FILES = "zkcompat's txn log and snapshots live in LevelDB, not in ZooKeeper's files"
-_NO_KERBEROS = "zkcompat's Kerberos does not read this setting (issue 17)"
 _TLS_LACKS = "the client port's TLS has no such option yet (issue 17)"
 
 UNSUPPORTED: tuple[Unsupported, ...] = (
@@ -150,9 +150,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "TLS is always Python's ssl module on OpenSSL"),
     Unsupported("ssl.quorum.context.supplier.class", "(unset)", None,
                 "there is no JVM to load it"),
-    Unsupported("quorum.auth.kerberos.servicePrincipal", "zkquorum/localhost", None,
-                "quorum SASL is DIGEST-MD5 only: a Krb5LoginModule in QuorumServer or "
-                "QuorumLearner stops start-up"),
     # -- authentication and audit
     Unsupported("DigestAuthenticationProvider.enabled", "true", _is("true"),
                 "the digest scheme is always on"),
@@ -161,7 +158,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("kerberos.canonicalizeHostNames", "false", None, _NO_KERBEROS),
     Unsupported("client.certReload", "false", None, _TLS_LACKS),
     Unsupported("client.portUnification", "false", _is("false"), _TLS_LACKS),
     # -- the client port's TLS: X509Util's settings zkcompat.security does not read
