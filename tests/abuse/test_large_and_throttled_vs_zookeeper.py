@@ -3,7 +3,8 @@ real ZooKeeper 3.8 and on zkcompat under the same zoo.cfg lines: a frame that wo
 large requests in process past the maximum closes its connection with no reply
 (large_requests_rejected in mntr), smaller ones and those under the threshold are answered;
 a request the request throttler held longer than throttled_op_wait_time is answered
-THROTTLEDOP (-127) in order and never carried out (throttled_ops in mntr)."""
+THROTTLEDOP (-127) in order and never carried out (throttled_ops in mntr); a connection over
+maxClientCnxns counts in connection_rejected."""
 
 from __future__ import annotations
 
@@ -45,8 +46,18 @@ def start(tmp_path, zkcompat_launcher):
         server.stop()
 
 
-def mntr(server, name: str) -> int:
-    for line in four_letter_word(HOST, server.port, "mntr").splitlines():
+def mntr(server, name: str, source: str | None = None) -> int:
+    if source is None:
+        text = four_letter_word(HOST, server.port, "mntr")
+    else:
+        with socket.create_connection((HOST, server.port), timeout=10,
+                                      source_address=(source, 0)) as s:
+            s.sendall(b"mntr")
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        text = b"".join(chunks).decode()
+    for line in text.splitlines():
         key, _, value = line.partition("\t")
         if key == f"zk_{name}":
             return int(float(value))
@@ -148,3 +159,22 @@ def test_requests_held_past_throttled_op_wait_time_are_answered_throttledop(kind
         zk.close()
     assert created == {xid for xid, err in got if err == 0}  # a THROTTLEDOP one never happened
     assert mntr(server, "throttled_ops") == len(throttled)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_connection_rejected_counts_connections_over_max_client_cnxns(kind, start):
+    server = start(kind, {"maxClientCnxns": 2})
+    kept = [open_raw_session(HOST, server.port) for _ in range(2)]
+    try:
+        # Closed as it is accepted: connect() itself can see that (EPIPE, ECONNRESET).
+        try:
+            with socket.create_connection((HOST, server.port), timeout=10) as sock:
+                sock.sendall(wire.connect_request())
+                assert closed_without_reply(sock)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    finally:
+        for s in kept:
+            s.close()
+    # mntr from another address: maxClientCnxns counts per address.
+    assert mntr(server, "connection_rejected", source="127.0.0.2") == 1
