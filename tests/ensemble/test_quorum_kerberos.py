@@ -66,9 +66,16 @@ def use_kerberos(monkeypatch, tmp_path, kdc, learner: str = PRINCIPAL) -> None:
     monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
 
 
-def test_mixed_ensemble_with_kerberos_quorum_sasl(ensemble, monkeypatch, tmp_path, kdc):
+@pytest.mark.parametrize("service", [None, "zkquorum/_HOST"])
+def test_mixed_ensemble_with_kerberos_quorum_sasl(ensemble, monkeypatch, tmp_path, kdc,
+                                                  service):
+    """With the default service principal, and with _HOST: each learner puts in the host
+    name of the server it connects to (its server.N host, canonicalized)."""
     use_kerberos(monkeypatch, tmp_path, kdc)
-    leader, acked = start_and_replicate(ensemble, KERBEROS, "zookeeper,zkcompat,zkcompat")
+    settings = dict(KERBEROS)
+    if service is not None:
+        settings["quorum.auth.kerberos.servicePrincipal"] = service
+    leader, acked = start_and_replicate(ensemble, settings, "zookeeper,zkcompat,zkcompat")
     for sid in ensemble.sids:
         assert auth_lines(ensemble, sid, "election"), f"server.{sid}: no SASL logged"
     # ZooKeeper really used Kerberos: its learner chose GSSAPI, and its server let in

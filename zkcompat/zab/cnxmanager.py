@@ -232,9 +232,14 @@ class QuorumCnxManager:
                                    "election")
             link.transport.write(self._header)
             if self.sasl is not None:
-                exchange = QuorumAuthLearnerExchange(self.sasl)
+                # _HOST in a Kerberos service principal is the peer's host as its
+                # server.N line writes it.
+                exchange = QuorumAuthLearnerExchange(
+                    self.sasl, peer_host=self.addresses.get(peer.sid, address)[0])
                 if not exchange.done:
-                    await asyncio.wait_for(link.authenticate(exchange, exchange.start()),
+                    # A Kerberos learner's first token may wait on the KDC: off the loop.
+                    first = await asyncio.to_thread(exchange.start)
+                    await asyncio.wait_for(link.authenticate(exchange, first),
                                            self.header_timeout_ms / 1000)
                     self._log(logging.INFO, "quorum_sasl_authenticated", sid=peer.sid,
                               port="election", role="learner")

@@ -290,10 +290,12 @@ async def connect_to_leader(host: str, port: int, on_packet, on_lost, limit_s: f
             await asyncio.sleep(CONNECT_RETRY_S)
             continue
         if sasl is not None:
-            exchange = QuorumAuthLearnerExchange(sasl)
+            exchange = QuorumAuthLearnerExchange(sasl, peer_host=host)
             if not exchange.done:
                 try:
-                    await asyncio.wait_for(link.authenticate(exchange, exchange.start()),
+                    # A Kerberos learner's first token may wait on the KDC: off the loop.
+                    first = await asyncio.to_thread(exchange.start)
+                    await asyncio.wait_for(link.authenticate(exchange, first),
                                            max(deadline - loop.time(), 0.001))
                 except (QuorumAuthError, OSError, TimeoutError) as e:
                     link.close()
