@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,24 @@ def start(kind: str, workdir: Path, cfg: dict[str, str],
                           lambda: ":".join((classpath(), *NETTY_EXTRA_JARS)))
             server = start_zookeeper(workdir, TICK_TIME_MS, dict(cfg), jvm_flags)
     server.secure_port = int(cfg["secureClientPort"]) if "secureClientPort" in cfg else None
+    if server.secure_port is not None:
+        _wait_listening(server, server.secure_port)
     return server
+
+
+def _wait_listening(server: ServerProcess, port: int, timeout_s: float = 30.0) -> None:
+    """ZooKeeper starts its secure factory just after the plaintext one the launchers wait
+    for: a test that connects at once can find the secure port not yet bound."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((HOST, port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or not server.is_alive():
+                raise AssertionError(f"{server.kind}: secure port {port} never listened:\n"
+                                     f"{server.log_tail()}") from None
+            time.sleep(0.05)
 
 
 def tls_client(server: ServerProcess, material, party=None, verify: bool = True,
