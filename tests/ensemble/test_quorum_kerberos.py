@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from tests.security.kdc import REALM, start_kdc
+from tests.security.kdc import REALM, krb5_login_section, start_kdc
 
 from .harness import FAST, AckedWrites, check_acked_everywhere
 from .test_quorum_sasl import REQUIRED, auth_lines
@@ -34,15 +34,7 @@ KERBEROS = {**FAST, **REQUIRED, "kerberos.canonicalizeHostNames": "true"}
 
 
 def _module(section: str, keytab, principal: str = PRINCIPAL) -> str:
-    return f"""{section} {{
-       com.sun.security.auth.module.Krb5LoginModule required
-       useKeyTab=true
-       keyTab="{keytab}"
-       storeKey=true
-       useTicketCache=false
-       principal="{principal}";
-}};
-"""
+    return krb5_login_section(section, principal, keytab)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from java_client import compile_client
+from kdc import start_kdc
 
 from tests.certs import (  # noqa: F401 - the test modules import these names from here
     CLIENT_ID,
@@ -31,3 +32,13 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
 def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """java/TlsClient.java compiled against Debian's zookeeper.jar."""
     return compile_client(tmp_path_factory.mktemp("java-client"))
+
+
+@pytest.fixture(scope="module")
+def kdc(tmp_path_factory):
+    """A real MIT KDC (tests/security/kdc.py) for one test module, stopped by its PID."""
+    started = start_kdc(tmp_path_factory.mktemp("kdc"))
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -130,3 +130,18 @@ def start_kdc(d: Path) -> Kdc:
             time.sleep(0.1)
     kdc.stop()
     pytest.fail(f"krb5kdc did not listen on {HOST}:{port} in {KDC_START_S} s")
+
+
+def krb5_login_section(section: str, principal: str, keytab, **options: str) -> str:
+    """A JAAS section that logs `principal` in from `keytab` (Krb5LoginModule, as
+    ZooKeeper's docs write it), with any further options."""
+    extra = "".join(f"\n    {key}={value}" for key, value in options.items())
+    return f"""{section} {{
+    com.sun.security.auth.module.Krb5LoginModule required
+    useKeyTab=true
+    keyTab="{keytab}"
+    storeKey=true
+    useTicketCache=false{extra}
+    principal="{principal}";
+}};
+"""

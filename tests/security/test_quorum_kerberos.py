@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from java_client import JAVA_TIMEOUT_S, SLF4J_NOP_JAR, ZOOKEEPER_JAR
-from kdc import REALM, start_kdc
+from kdc import REALM, krb5_login_section
 from test_quorum_sasl import (
     JAVA_LEARNER_NEXT,
     JAVA_SERVER_NEXT,
@@ -53,15 +53,6 @@ HOSTLESS = f"learner@{REALM}"  # QuorumKerberosHostBasedAuthTest's "missing host
 ENSEMBLE_HOSTS = {"localhost": "localhost"}
 
 
-@pytest.fixture(scope="module")
-def kdc(tmp_path_factory):
-    started = start_kdc(tmp_path_factory.mktemp("kdc"))
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 @pytest.fixture(autouse=True)
 def krb5_config(kdc, monkeypatch):
     # MIT krb5 reads KRB5_CONFIG whenever it makes a context: set for every test here.
@@ -69,17 +60,8 @@ def krb5_config(kdc, monkeypatch):
 
 
 def _module(section: str, principal: str, keytab: Path) -> str:
-    return f"""{section} {{
-       com.sun.security.auth.module.Krb5LoginModule required
-       useKeyTab=true
-       keyTab="{keytab}"
-       storeKey=true
-       useTicketCache=false
-       debug=false
-       refreshKrb5Config=true
-       principal="{principal}";
-}};
-"""
+    return krb5_login_section(section, principal, keytab, debug="false",
+                              refreshKrb5Config="true")
 
 
 def _jaas_file(tmp_path: Path, kdc, server: str = QUORUM, learner: str = QUORUM,

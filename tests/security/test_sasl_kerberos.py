@@ -16,7 +16,7 @@ from java_client import run_client
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
-from kdc import REALM, start_kdc
+from kdc import REALM, krb5_login_section
 from test_auth_enforce import OP_SASL, _raw_session, _sasl_body
 from test_sasl_digest import SASL_PROVIDER
 from tls_servers import plain_client, start, whoami
@@ -43,31 +43,10 @@ def test_sasl_id_as_the_callback_handler_makes_it(principal, remove_host, remove
     assert authorized_id(principal, "authzid", "R", remove_host, remove_realm) == expected
 
 
-def _jaas(section: str, principal: str, keytab) -> str:
-    return f"""{section} {{
-    com.sun.security.auth.module.Krb5LoginModule required
-    useKeyTab=true
-    keyTab="{keytab}"
-    storeKey=true
-    useTicketCache=false
-    principal="{principal}";
-}};
-"""
-
-
-@pytest.fixture(scope="module")
-def kdc(tmp_path_factory):
-    started = start_kdc(tmp_path_factory.mktemp("kdc"))
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 def test_a_wrong_keytab_stops_start_up(kdc, tmp_path, monkeypatch):
     monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
     jaas_path = tmp_path / "server.jaas"
-    jaas_path.write_text(_jaas("Server", SERVICE, kdc.keytab(ALICE)))  # alice's keytab
+    jaas_path.write_text(krb5_login_section("Server", SERVICE, kdc.keytab(ALICE)))  # alice's keytab
     with pytest.raises(ConfigError, match="Kerberos login as"):
         load(None, {"dataDir": str(tmp_path), "java.security.auth.login.config": str(jaas_path)},
              environ={})
@@ -84,7 +63,7 @@ def _expected_id(principal: str, cfg: dict[str, str]) -> str:
 @pytest.fixture(scope="module", params=[{}, REMOVE_BOTH], ids=["full names", "short names"])
 def servers(kdc, tmp_path_factory, request):
     jaas_path = tmp_path_factory.mktemp("jaas") / "server.jaas"
-    jaas_path.write_text(_jaas("Server", SERVICE, kdc.keytab(SERVICE)))
+    jaas_path.write_text(krb5_login_section("Server", SERVICE, kdc.keytab(SERVICE)))
     flags = (f"-Djava.security.auth.login.config={jaas_path}",
              f"-Djava.security.krb5.conf={kdc.krb5_conf}")
     cfg = {"authProvider.1": SASL_PROVIDER, **request.param}
@@ -167,7 +146,7 @@ def test_java_client_with_a_kerberos_jaas_client_section(servers, kdc, java_clas
     cfg, started = servers
     alice_id = _expected_id(ALICE, cfg)
     client_jaas = tmp_path / "client.jaas"
-    client_jaas.write_text(_jaas("Client", ALICE, kdc.keytab(ALICE)))
+    client_jaas.write_text(krb5_login_section("Client", ALICE, kdc.keytab(ALICE)))
     props = {"java.security.auth.login.config": str(client_jaas),
              "java.security.krb5.conf": str(kdc.krb5_conf)}
     outputs = {kind: run_client(java_classes, f"localhost:{s.port}", "/krb-java", alice_id,
