@@ -14,7 +14,7 @@ import pytest
 from abuse_load import open_raw_session
 from kazoo.client import KazooClient
 
-from conformance_tests.servers import HOST, four_letter_word, start_zookeeper
+from conformance_tests.servers import HOST, four_letter_word
 from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
@@ -22,28 +22,15 @@ from zkcompat.jute.framing import FrameReader
 
 pytestmark = pytest.mark.timeout(240)
 
-TICK_TIME_MS = 2000
 KINDS = ("zookeeper", "zkcompat")
 THRESHOLD = 1000
 MAX_BYTES = 5000
 
 
 @pytest.fixture
-def start(tmp_path, zkcompat_launcher):
-    started = []
-
-    def start(kind: str, cfg: dict):
-        cfg = {"4lw.commands.whitelist": "*", **cfg}
-        if kind == "zookeeper":
-            server = start_zookeeper(tmp_path / f"zk{len(started)}", TICK_TIME_MS, cfg)
-        else:
-            server = zkcompat_launcher.start({"tickTime": TICK_TIME_MS, **cfg})
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
+def start(start):
+    """conftest's, with every four-letter word on (these tests read mntr)."""
+    return lambda kind, cfg: start(kind, {"4lw.commands.whitelist": "*", **cfg})
 
 
 def mntr(server, name: str, source: str | None = None) -> int:

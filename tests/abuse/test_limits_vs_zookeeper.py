@@ -13,7 +13,7 @@ import time
 import pytest
 from abuse_load import open_raw_session
 
-from conformance_tests.servers import HOST, start_zookeeper
+from conformance_tests.servers import HOST
 from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
@@ -21,25 +21,7 @@ from zkcompat.jute.framing import FrameReader
 
 pytestmark = pytest.mark.timeout(240)
 
-TICK_TIME_MS = 2000
 KINDS = ("zookeeper", "zkcompat")
-
-
-@pytest.fixture
-def start(tmp_path, zkcompat_launcher):
-    started = []
-
-    def start(kind: str, cfg: dict):
-        if kind == "zookeeper":
-            server = start_zookeeper(tmp_path / f"zk{len(started)}", TICK_TIME_MS, cfg)
-        else:
-            server = zkcompat_launcher.start({"tickTime": TICK_TIME_MS, **cfg})
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def handshake(port: int, source: str = HOST) -> str:
