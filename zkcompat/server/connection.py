@@ -77,7 +77,9 @@ class Connection(asyncio.Protocol):
         # on the hot path slows down.)
         self._submit = server.limits.submitter(server.pipeline)
         self.outstanding_counted = 0  # the session's queue length, as limits counted it
-        self._state = "handshake"  # -> "waiting" (for the session txn) -> "open" -> "closed"
+        # "handshake" -> "waiting" (for the session txn) -> "open" -> "closed"; "refused" (open,
+        # but reads nothing more) until the refusal's reply is flushed and it closes
+        self._state = "handshake"
         self._client_readonly_byte = False
         self._pending_frames: list = []
         self._first4: bytearray | None = bytearray()
@@ -574,6 +576,9 @@ class Connection(asyncio.Protocol):
                     ",".join(sorted({scheme for scheme, _ in self.auth_ids})))
         self.send(encode_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH, None))
         self.close_after_flush("authentication required (enforce.auth.schemes)")
+        # ZooKeeper also disables receiving: the frames read behind this one go unanswered.
+        self._state = "refused"
+        self._pause_reading()
         return True
 
     def _on_auth(self, xid: int, payload, off: int) -> None:
