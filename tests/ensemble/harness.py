@@ -338,6 +338,11 @@ class AckedWrites:
         with self.lock:
             return sum(1 for a in self.acks if a.started >= since)
 
+    def writers(self, since: float = 0.0) -> set[str]:
+        """The writers with a write sent at or after `since` acknowledged."""
+        with self.lock:
+            return {a.writer for a in self.acks if a.started >= since}
+
     def first_ack_sent_after(self, t: float) -> Ack | None:
         with self.lock:
             after = [a for a in self.acks if a.started >= t]
@@ -457,6 +462,14 @@ class Load:
                   timeout_s: float = ELECTION_TIMEOUT_S) -> None:
         wait_for(lambda: self.acked.count(since) >= n, timeout_s,
                  f"{n} writes acknowledged {what}")
+
+    def wait_every_writer(self, since: float, what: str,
+                          timeout_s: float = ELECTION_TIMEOUT_S) -> None:
+        """Each writer has a write sent since then acknowledged: a client that was on a
+        killed server reconnects by kazoo's backoff, later than the others go on."""
+        names = {w.name for w in self.writers}
+        wait_for(lambda: self.acked.writers(since) >= names, timeout_s,
+                 f"a write of every writer acknowledged {what}")
 
 
 # -- checks --------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def test_kill9_leader_under_load(ensemble):
         new_leader = ensemble.wait_one_leader(survivors)
         elected_at = time.monotonic()
         load.wait_acks(ACKS_AFTER, killed_at, "after the kill")
+        load.wait_every_writer(killed_at, "after the kill")  # none stalled
     first = load.acked.first_ack_sent_after(killed_at)
     failover_s = first.finished - killed_at
     print(f"\nkill -9 leader server.{leader}: new leader server.{new_leader} seen after "
@@ -60,8 +61,6 @@ def test_kill9_leader_under_load(ensemble):
     assert new_leader != leader
     assert failover_s < FAILOVER_BOUND_S
     assert not load.acked.violations, load.acked.violations
-    assert {w.name for w in load.writers} == {a.writer for a in load.acked.acks
-                                              if a.started >= killed_at}, "a writer stalled"
     _check_sessions_kept(ensemble, load)
     checked = check_acked_everywhere(ensemble, load.acked, survivors)
     assert checked >= ACKS_BEFORE // 2
