@@ -13,9 +13,8 @@ import struct
 import pytest
 from java_client import run_client
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 from test_sasl_digest import SASL_PROVIDER, SERVER_JAAS
-from tls_servers import log_events, start, whoami
+from tls_servers import log_events, outcome, read_frame, start, whoami
 
 from conformance_tests.servers import HOST
 from zkcompat.config import ConfigError, load
@@ -90,24 +89,6 @@ def servers(request, tmp_path_factory):
             server.stop()
 
 
-def _read_frame(sock) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    return None if head is None else _read_exactly(sock, struct.unpack(">i", head)[0])
-
-
-def _read_exactly(sock, n: int) -> bytes | None:
-    data = b""
-    while len(data) < n:
-        try:
-            chunk = sock.recv(n - len(data))
-        except ConnectionResetError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
 def _raw_session(server, requests: list) -> list[bytes]:
     """A session over a raw socket, then each (xid, op, body) after the last one's reply
     (a SASL body with a nonce gets the wrong digest), or a list of them in one write; the
@@ -116,21 +97,21 @@ def _raw_session(server, requests: list) -> list[bytes]:
     with socket.create_connection((HOST, server.port), timeout=5) as sock:
         connect = struct.pack(">iqiqi", 0, 0, 30000, 0, 16) + bytes(16) + b"\x00"
         sock.sendall(struct.pack(">i", len(connect)) + connect)
-        _read_frame(sock)
+        read_frame(sock)
         seen = []
         for step in requests:
             batch = step if isinstance(step, list) else [step]
             sock.sendall(b"".join(struct.pack(">iii", len(body) + 8, xid, op) + body
                                   for xid, op, body in batch))
             for _ in batch:
-                frame = _read_frame(sock)
+                frame = read_frame(sock)
                 if frame is None:
                     seen.append(b"<closed>")
                     return seen
                 seen.append(re.sub(rb'nonce="[^"]{40}"', b'nonce="N"', frame))
         sock.settimeout(STILL_OPEN_S)
         try:
-            frame = _read_frame(sock)
+            frame = read_frame(sock)
         except TimeoutError:
             seen.append(b"<open>")
             return seen
@@ -165,14 +146,6 @@ WIRE_STORIES = {
 }
 
 
-def _outcome(call) -> str:
-    try:
-        call()
-    except KazooException as e:
-        return type(e).__name__
-    return "ok"
-
-
 def _kazoo(server, **kwargs) -> KazooClient:
     return KazooClient(hosts=server.connect_string, timeout=5.0,
                        connection_retry={"max_tries": 0}, **kwargs)
@@ -182,7 +155,7 @@ def _kazoo_story(server, name: str, **kwargs) -> tuple:
     zk = _kazoo(server, **kwargs)
     try:
         zk.start(timeout=10)
-        first = _outcome(lambda: zk.get("/"))
+        first = outcome(lambda: zk.get("/"))
         ids = sorted(s for s in whoami(zk) if s[0] != "ip") if first == "ok" else None
         return name, first, ids
     finally:

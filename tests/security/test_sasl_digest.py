@@ -14,10 +14,9 @@ import struct
 import pytest
 from java_client import run_client
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 from puresasl.client import SASLClient
-from tls_servers import log_events, plain_client, start, whoami
+from tls_servers import log_events, outcome, plain_client, read_frame, start, tried, whoami
 
 from conformance_tests.servers import HOST
 from zkcompat.config import ConfigError, load
@@ -240,26 +239,6 @@ def _sasl_client(server, user: str, password: str) -> KazooClient:
                                      "password": password})
 
 
-def _outcome(call) -> str:
-    try:
-        call()
-    except KazooException as e:
-        return type(e).__name__
-    return "ok"
-
-
-def _tried(zk, path: str) -> list[tuple[str, str]]:
-    return [
-        ("get", _outcome(lambda: zk.get(path))),
-        ("exists", _outcome(lambda: zk.exists(path))),
-        ("getChildren", _outcome(lambda: zk.get_children(path))),
-        ("getACL", _outcome(lambda: zk.get_acls(path))),
-        ("set", _outcome(lambda: zk.set(path, b"taken"))),
-        ("create child", _outcome(lambda: zk.create(path + "/intruder", b""))),
-        ("delete child", _outcome(lambda: zk.delete(path + "/owned"))),
-    ]
-
-
 def _story(server, path: str) -> list:
     seen = []
     bob = _sasl_client(server, "bob", "bobsecret")
@@ -272,13 +251,13 @@ def _story(server, path: str) -> list:
         for p in (path, path + "-auth"):
             acls, _ = bob.get_acls(p)
             seen.append(("getACL", p, [(a.perms, a.id.scheme, a.id.id) for a in acls]))
-        seen.append(("invalid sasl id", _outcome(
+        seen.append(("invalid sasl id", outcome(
             lambda: bob.create(path + "-bad", b"", acl=[make_acl("sasl", "a@b@c")]))))
         for who, zk in (("alice", _sasl_client(server, "alice", "alicesecret")),
                         ("plaintext", plain_client(server))):
             zk.start(timeout=10)
             try:
-                seen.extend((who, op, result) for op, result in _tried(zk, path))
+                seen.extend((who, op, result) for op, result in tried(zk, path, set_acl=False))
             finally:
                 zk.stop()
                 zk.close()
@@ -298,8 +277,8 @@ def _story(server, path: str) -> list:
         named_super = _sasl_client(server, "super", "supersecret")
         named_super.start(timeout=10)
         try:
-            seen.append(("sasl super", _outcome(lambda: named_super.get(path)),
-                         _outcome(lambda: named_super.get(path + "-digest"))))
+            seen.append(("sasl super", outcome(lambda: named_super.get(path)),
+                         outcome(lambda: named_super.get(path + "-digest"))))
         finally:
             named_super.stop()
             named_super.close()
@@ -338,12 +317,12 @@ def _sasl_outcome(server, user: str, password: str) -> str:
     zk = _sasl_client(server, user, password)
     try:
         zk.start(timeout=10)
-        outcome = _outcome(lambda: zk.get("/"))
-        if outcome == "ok":
+        result = outcome(lambda: zk.get("/"))
+        if result == "ok":
             assert zk.client_state == "CONNECTED"
         else:
             assert zk.client_state in ("AUTH_FAILED", "CLOSED"), zk.client_state
-        return outcome
+        return result
     finally:
         zk.stop()
         zk.close()
@@ -382,36 +361,21 @@ def _raw_sasl_refusal(server) -> tuple[bytes, list[bytes]]:
     with socket.create_connection((HOST, server.port), timeout=5) as sock:
         connect = struct.pack(">iqiqi", 0, 0, 30000, 0, 16) + bytes(16) + b"\x00"
         sock.sendall(struct.pack(">i", len(connect)) + connect)
-        _read_frame(sock)
+        read_frame(sock)
 
         def send_sasl(xid: int, token: bytes) -> None:
             body = struct.pack(">iii", xid, OP_SASL, len(token)) + token
             sock.sendall(struct.pack(">i", len(body)) + body)
 
         send_sasl(1, b"")
-        challenge = _read_frame(sock)
+        challenge = read_frame(sock)
         masked = re.sub(rb'nonce="[^"]{40}"', b'nonce="N"', challenge)
         send_sasl(2, b'username="bob",realm="zk-sasl-md5",nonce="x",cnonce="y",nc=00000001,'
                      b'qop=auth,digest-uri="zookeeper/zk-sasl-md5",response=00')
         after = []
-        while (frame := _read_frame(sock)) is not None:
+        while (frame := read_frame(sock)) is not None:
             after.append(frame)
         return masked, after
-
-
-def _read_frame(sock) -> bytes | None:
-    head = _read_exactly(sock, 4)
-    return None if head is None else _read_exactly(sock, struct.unpack(">i", head)[0])
-
-
-def _read_exactly(sock, n: int) -> bytes | None:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
 
 
 def test_challenge_and_refusal_on_the_wire_are_zookeepers(servers):

@@ -14,12 +14,11 @@ import struct
 import pytest
 from java_client import run_client
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 from kdc import REALM, krb5_login_section
 from test_auth_enforce import OP_SASL, _raw_session, _sasl_body
 from test_sasl_digest import SASL_PROVIDER
-from tls_servers import plain_client, start, whoami
+from tls_servers import outcome, plain_client, start, whoami
 
 from zkcompat.config import ConfigError, load
 from zkcompat.security.gss import authorized_id
@@ -79,14 +78,6 @@ def servers(kdc, tmp_path_factory, request):
             server.stop()
 
 
-def _outcome(call) -> str:
-    try:
-        call()
-    except KazooException as e:
-        return type(e).__name__
-    return "ok"
-
-
 def _gssapi_client(server, kdc, principal: str, monkeypatch) -> KazooClient:
     """kazoo as `principal` (a credential cache kinit filled from its keytab); localhost, so
     that pure-sasl asks for zookeeper@localhost, as the Java client does."""
@@ -115,8 +106,8 @@ def _story(server, kdc, path: str, alice_id: str, monkeypatch) -> list:
                 if who != "plaintext":
                     seen.append((f"{who} whoami",
                                  sorted(s for s in whoami(zk) if s[0] != "ip")))
-                seen.append((who, "get", _outcome(lambda zk=zk: zk.get(path))))
-                seen.append((who, "set", _outcome(lambda zk=zk: zk.set(path, b"x"))))
+                seen.append((who, "get", outcome(lambda zk=zk: zk.get(path))))
+                seen.append((who, "set", outcome(lambda zk=zk: zk.set(path, b"x"))))
             finally:
                 zk.stop()
                 zk.close()

@@ -13,15 +13,16 @@ import pytest
 from cryptography import x509 as cx509
 from cryptography.hazmat.primitives.serialization import Encoding
 from java_client import run_client, run_zkcli
-from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 from tls_servers import (
+    outcome,
     plain_client,
     read_until_closed,
     secure_cfg,
     start,
     tls_client,
     tls_handshake,
+    tried,
     whoami,
 )
 
@@ -58,28 +59,6 @@ def servers(material, tmp_path_factory):
             server.stop()
 
 
-def _outcome(call) -> str:
-    try:
-        call()
-    except KazooException as e:
-        return type(e).__name__
-    return "ok"
-
-
-def _tried(zk, path: str) -> list[tuple[str, str]]:
-    """What a session not named by path's ACL gets for each operation on it."""
-    return [
-        ("get", _outcome(lambda: zk.get(path))),
-        ("exists", _outcome(lambda: zk.exists(path))),
-        ("getChildren", _outcome(lambda: zk.get_children(path))),
-        ("getACL", _outcome(lambda: zk.get_acls(path))),
-        ("set", _outcome(lambda: zk.set(path, b"taken"))),
-        ("create child", _outcome(lambda: zk.create(path + "/intruder", b""))),
-        ("delete child", _outcome(lambda: zk.delete(path + "/owned"))),
-        ("setACL", _outcome(lambda: zk.set_acls(path, [make_acl("world", "anyone", all=True)]))),
-    ]
-
-
 def _kazoo_story(server, material, path: str) -> list:
     """What kazoo clients see: the owner's whoami, an x509 ACL made and read back, then
     every operation on that node by a session with another trusted certificate and by a
@@ -97,13 +76,13 @@ def _kazoo_story(server, material, path: str) -> list:
                         ("plaintext", plain_client(server))):
             _started(zk)
             try:
-                seen.extend((who, op, result) for op, result in _tried(zk, path))
+                seen.extend((who, op, result) for op, result in tried(zk, path))
             finally:
                 _stop(zk)
         owner.set(path, b"still mine")
         owner.delete(path + "/owned")
         seen.append(("owner after", owner.get(path)[0], owner.get_children(path)))
-        seen.append(("invalid x509 ACL", _outcome(
+        seen.append(("invalid x509 ACL", outcome(
             lambda: owner.create(path + "-bad", b"", acl=[make_acl("x509", "CN=a,=b")]))))
     finally:
         _stop(owner)
@@ -140,8 +119,8 @@ def test_escaped_subject_is_the_same_id_and_the_super_user(servers, material):
             odd.create("/odd", b"", acl=[make_acl("x509", x509_id, all=True)])
             odd.set("/odd", b"mine")
             seen[kind] = (who, odd.get("/odd")[0],
-                          _outcome(lambda zk=odd: zk.get("/owned")),
-                          _outcome(lambda zk=odd: zk.set("/owned", b"super's")))
+                          outcome(lambda zk=odd: zk.get("/owned")),
+                          outcome(lambda zk=odd: zk.set("/owned", b"super's")))
         finally:
             _stop(owner)
             _stop(odd)
@@ -161,11 +140,11 @@ def test_addauth_x509_and_ip(servers, material):
         plain = _started(plain_client(server))
         try:
             outcomes[kind] = [
-                ("tls x509", _outcome(lambda zk=secure: zk.add_auth("x509", "CN=someone"))),
+                ("tls x509", outcome(lambda zk=secure: zk.add_auth("x509", "CN=someone"))),
                 ("tls whoami", sorted(s for s in whoami(secure) if s[0] != "ip")),
-                ("tls ip", _outcome(lambda zk=secure: zk.add_auth("ip", "anything"))),
-                ("plain ip", _outcome(lambda zk=plain: zk.add_auth("ip", "anything"))),
-                ("plain x509", _outcome(lambda zk=plain: zk.add_auth("x509", "CN=peer"))),
+                ("tls ip", outcome(lambda zk=secure: zk.add_auth("ip", "anything"))),
+                ("plain ip", outcome(lambda zk=plain: zk.add_auth("ip", "anything"))),
+                ("plain x509", outcome(lambda zk=plain: zk.add_auth("x509", "CN=peer"))),
                 ("plain after", plain.state),
             ]
         finally:

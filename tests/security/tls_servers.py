@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
 import time
 from pathlib import Path
 
 import pytest
 from java_client import NETTY_EXTRA_JARS
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.security import make_acl
 
 from conformance_tests import servers as conformance_servers
 from conformance_tests.servers import (
@@ -142,3 +145,49 @@ def read_until_closed(sock: socket.socket, timeout_s: float = 5.0) -> bytes:
     except TimeoutError:
         chunks.append(b"<still open>")
         return b"".join(chunks)
+
+
+def outcome(call) -> str:
+    """"ok", or the name of the KazooException the call raised."""
+    try:
+        call()
+    except KazooException as e:
+        return type(e).__name__
+    return "ok"
+
+
+def tried(zk: KazooClient, path: str, set_acl: bool = True) -> list[tuple[str, str]]:
+    """What a session not named by path's ACL gets for each operation on it (path has a
+    child "owned")."""
+    seen = [
+        ("get", outcome(lambda: zk.get(path))),
+        ("exists", outcome(lambda: zk.exists(path))),
+        ("getChildren", outcome(lambda: zk.get_children(path))),
+        ("getACL", outcome(lambda: zk.get_acls(path))),
+        ("set", outcome(lambda: zk.set(path, b"taken"))),
+        ("create child", outcome(lambda: zk.create(path + "/intruder", b""))),
+        ("delete child", outcome(lambda: zk.delete(path + "/owned"))),
+    ]
+    if set_acl:
+        seen.append(("setACL", outcome(
+            lambda: zk.set_acls(path, [make_acl("world", "anyone", all=True)]))))
+    return seen
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One length-prefixed frame, or None once the server has closed (or reset)."""
+    head = _read_exactly(sock, 4)
+    return None if head is None else _read_exactly(sock, struct.unpack(">i", head)[0])
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        try:
+            chunk = sock.recv(n - len(data))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return data
