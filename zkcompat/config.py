@@ -131,7 +131,11 @@ class Config:
     secure_client_port: int | None = None  # secureClientPort: TLS, on the same pipeline
     secure_client_port_address: str = WILDCARD_ADDRESS
     client_port_enabled: bool = True  # False: secureClientPort without clientPort
-    tls: security.TlsSettings | None = None  # the ssl.* settings, with a secure port
+    # client.portUnification: clientPort takes TLS too, told apart by the first bytes.
+    client_port_unification: bool = False
+    client_cert_reload: bool = False  # client.certReload: ssl.* stores read when they change
+    # The ssl.* settings, with a secure port or a unified client port.
+    tls: security.TlsSettings | None = None
     # sslQuorum / portUnification and the ssl.quorum.* settings (QuorumTls), else None.
     quorum_tls: object | None = None
     auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
@@ -688,8 +692,11 @@ def _security_key(key: str) -> bool:
             or key in _SECURITY_KEYS or bare in _SECURITY_PROPERTIES)
 
 
+PORT_UNIFICATION_KEY = "client.portUnification"
+CERT_RELOAD_KEY = "client.certReload"
 _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFactory",
-                  "sslQuorum", "portUnification", "quorum.auth.enableSasl",
+                  "sslQuorum", "portUnification", "sslQuorumReloadCertFiles",
+                  "quorum.auth.enableSasl",
                   "quorum.auth.learnerRequireSasl", "quorum.auth.serverRequireSasl",
                   "quorum.auth.learner.saslLoginContext", "quorum.auth.server.saslLoginContext",
                   "quorum.auth.kerberos.servicePrincipal")
@@ -697,6 +704,7 @@ _SECURITY_KEYS = ("secureClientPort", "secureClientPortAddress", "serverCnxnFact
 _SECURITY_PROPERTIES = (security.X509_SUPER_USER, "java.security.auth.login.config",
                         "sasl.serverconfig", "superUser", "enforce.auth.enabled",
                         "enforce.auth.schemes", "sessionRequireClientSASLAuth",
+                        PORT_UNIFICATION_KEY, CERT_RELOAD_KEY,
                         "allowSaslFailedClients", "kerberos.removeHostFromPrincipal",
                         "kerberos.removeRealmFromPrincipal", "kerberos.canonicalizeHostNames")
 
@@ -716,12 +724,19 @@ def _setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str,
     me = cfg.servers.get(cfg.server_id)
     cfg.client_port_enabled = (not secure or "clientPort" in props
                                or me is not None and me.client_port is not None)
+    # NettyServerCnxnFactory's zookeeper.client.portUnification (Boolean.getBoolean): the
+    # plaintext factory takes TLS too, and registers the x509 provider as a secure one does.
+    cfg.client_port_unification = cfg.client_port_enabled and security.java_true(
+        security.get_property(props, PORT_UNIFICATION_KEY))
     try:
         if "serverCnxnFactory" in props:
             security.server_cnxn_factory("serverCnxnFactory", props["serverCnxnFactory"])
-        cfg.auth_schemes = security.auth_providers(props, secure)
-        if secure:
+        any_tls = secure or cfg.client_port_unification
+        cfg.auth_schemes = security.auth_providers(props, any_tls)
+        if any_tls:
             cfg.tls = security.tls_settings(props)
+            cfg.client_cert_reload = security.java_true(
+                security.get_property(props, CERT_RELOAD_KEY))
     except security.SettingError as e:
         raise ConfigError(str(e)) from None
     from zkcompat.security import enforce, quorum_sasl, sasl  # noqa: PLC0415 - as tls below

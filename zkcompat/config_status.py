@@ -142,8 +142,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                 "one address per server"),
     Unsupported("multiAddress.reachabilityCheckEnabled", "true", None, "one address per server"),
     Unsupported("oraclePath", "(unset)", None, "no failure oracle for 2-server ensembles"),
-    Unsupported("sslQuorumReloadCertFiles", "false", _is("false"),
-                "the quorum's key and trust stores are read at start-up only"),
     Unsupported("ssl.quorum.crl", "false", _is("false"), "no CRL checks between servers"),
     Unsupported("ssl.quorum.ocsp", "false", _is("false"), "no OCSP checks between servers"),
     Unsupported("ssl.quorum.sslProvider", "(the JDK's)", None,
@@ -158,8 +156,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("IPAuthenticationProvider.usexforwardedfor", "false", None,
                 "the ip scheme sees the socket's peer address"),
     Unsupported("ensembleAuthName", "(unset)", None, "no ensemble auth provider"),
-    Unsupported("client.certReload", "false", None, _TLS_LACKS),
-    Unsupported("client.portUnification", "false", _is("false"), _TLS_LACKS),
     # -- the client port's TLS: X509Util's settings zkcompat.security does not read
     Unsupported("ssl.crl", "false", _is("false"), "no CRL checks: " + _TLS_LACKS),
     Unsupported("ssl.ocsp", "false", _is("false"), "no OCSP checks: " + _TLS_LACKS),

@@ -18,7 +18,10 @@ from zkcompat.quorum import QuorumPeer
 from zkcompat.security import sasl as security_sasl
 from zkcompat.security import tls as security_tls
 from zkcompat.security import x509 as security_x509
+from zkcompat.security.reload import POLL_S as RELOAD_POLL_S
+from zkcompat.security.reload import ReloadingStores
 from zkcompat.security.sasl import SaslAuthenticator
+from zkcompat.security.unified import UnifiedClientPort
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
@@ -220,7 +223,9 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     else:
         ctx = build_standalone(config)
         member = None
-    listeners = await _listen(ctx)
+    client_stores = (ReloadingStores(config.tls, security_tls.server_context, "ssl")
+                     if config.tls is not None else None)
+    listeners = await _listen(ctx, client_stores)
     addr = listeners[0].sockets[0].getsockname()
     log.info("event=listening address=%s port=%d mode=%s data_dir=%s zxid=0x%x",
              addr[0], addr[1], "ensemble" if member else "standalone", config.data_dir,
@@ -238,6 +243,7 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         tasks.append(ctx.expirer)
     else:
         tasks.append(asyncio.create_task(member.run()))
+    tasks += [asyncio.create_task(stores.run()) for stores in _reloaded(config, client_stores)]
     try:
         async with contextlib.AsyncExitStack() as stack:
             for listener in listeners:
@@ -258,12 +264,27 @@ _ACL_ID_VALID = {security_x509.SCHEME: security_x509.is_valid_name,
                  security_sasl.SCHEME: security_sasl.is_valid_id}
 
 
-async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
+def _reloaded(config: Config, client_stores: ReloadingStores | None) -> list[ReloadingStores]:
+    """The stores read again when their files change: the client port's with
+    client.certReload, the quorum's with sslQuorumReloadCertFiles."""
+    reloaded = []
+    if client_stores is not None and config.client_cert_reload:
+        reloaded.append(client_stores)
+    if config.quorum_tls is not None and config.quorum_tls.reload_cert_files:
+        reloaded.append(config.quorum_tls.stores)
+    for stores in reloaded:
+        log.info("event=tls_reload_on stores=%s poll_s=%s", stores.what, RELOAD_POLL_S)
+    return reloaded
+
+
+async def _listen(ctx: ServerContext,
+                  client_stores: ReloadingStores | None) -> list[asyncio.Server]:
     """The client ports: clientPort, secureClientPort, or both. Both make the same
     connections on the same pipeline; a secure one first has its TLS handshake (and its
-    x509 id, when ssl.authProvider's x509 provider is registered). The auth providers the
-    configuration names are registered, and SASL is offered if it has a JAAS Server
-    section. The first listed is the one `ready` reports."""
+    x509 id, when ssl.authProvider's x509 provider is registered). With
+    client.portUnification clientPort takes both kinds, told apart by their first bytes.
+    The auth providers the configuration names are registered, and SASL is offered if it
+    has a JAAS Server section. The first listed is the one `ready` reports."""
     config = ctx.config
     loop = asyncio.get_running_loop()
     for scheme in config.auth_schemes:
@@ -275,22 +296,35 @@ async def _listen(ctx: ServerContext) -> list[asyncio.Server]:
     listeners = []
     # Only a server with largeRequestThreshold set pays for counting large requests.
     listener = _LargeRequestListener if ctx.limits.large_requests_counted else _Listener
-    if config.client_port_enabled:
-        listeners.append(await loop.create_server(
-            lambda: listener(ctx) if ctx.serving else _refuse_connection(),
-            config.client_port_address, config.client_port, reuse_address=True))
-    if config.tls is not None:
-        context = security_tls.server_context(config.tls)
+
+    def plain() -> asyncio.Protocol:
+        return listener(ctx) if ctx.serving else _refuse_connection()
+
+    if client_stores is not None:
         x509 = security_x509.SCHEME in config.auth_schemes
-        secure = await loop.create_server(
-            lambda: security_tls.TlsHandshake(lambda: listener(ctx), context, x509,
-                                              config.tls.super_user, ctx.limits)
-            if ctx.serving else _refuse_connection(),
-            config.secure_client_port_address, config.secure_client_port, reuse_address=True)
-        addr = secure.sockets[0].getsockname()
+
+        def secure() -> asyncio.Protocol:
+            """A TLS connection, with the stores' newest context."""
+            if not ctx.serving:
+                return _refuse_connection()
+            return security_tls.TlsHandshake(lambda: listener(ctx), client_stores.current, x509,
+                                             config.tls.super_user, ctx.limits)
+
+    if config.client_port_unification:
+        listeners.append(await UnifiedClientPort(plain, secure, ctx.limits).start(
+            config.client_port_address, config.client_port))
+        log.info("event=client_port_unification port=%d", config.client_port)
+    elif config.client_port_enabled:
+        listeners.append(await loop.create_server(
+            plain, config.client_port_address, config.client_port, reuse_address=True))
+    if config.secure_client_port is not None:
+        server = await loop.create_server(
+            secure, config.secure_client_port_address, config.secure_client_port,
+            reuse_address=True)
+        addr = server.sockets[0].getsockname()
         log.info("event=listening_secure address=%s port=%d client_auth=%s protocols=%s",
                  addr[0], addr[1], config.tls.client_auth, ",".join(config.tls.enabled_protocols))
-        listeners.append(secure)
+        listeners.append(server)
     return listeners
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.certs import PASSWORD
+
 JAVA_SOURCE = Path(__file__).parent / "java" / "TlsClient.java"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_NOP_JAR = Path("/usr/share/java/slf4j-nop.jar")
@@ -28,6 +30,19 @@ def compile_client(out: Path) -> Path:
     return out
 
 
+def netty_tls_props(material) -> dict[str, str]:
+    """The Java client's TLS: ClientCnxnSocketNetty with zookeeper.client.secure=true, its
+    key and trust stores as -Dzookeeper.ssl.* properties (JKS both)."""
+    return {
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.client.secure": "true",
+        "zookeeper.ssl.trustStore.location": str(material.trust_jks),
+        "zookeeper.ssl.trustStore.password": PASSWORD,
+        "zookeeper.ssl.keyStore.location": str(material.client.jks),
+        "zookeeper.ssl.keyStore.password": PASSWORD,
+    }
+
+
 def run_client(classes: Path, connect: str, path: str, acl_id: str, scheme: str,
                props: dict[str, str]) -> list[str]:
     """TlsClient's lines, less whoAmI's ip line (the client's address)."""
@@ -44,7 +59,7 @@ def run_client(classes: Path, connect: str, path: str, acl_id: str, scheme: str,
 def run_zkcli(connect: str, commands: list[str], props: dict[str, str]) -> list[str]:
     """zkCli (ZooKeeperMain, the class zkCli.sh runs; Debian's script cannot be given the
     Netty jars its classpath lacks) reading `commands` from stdin: its stdout and stderr
-    lines, less the one naming the port."""
+    lines, less the one naming the port, the watcher's lines last."""
     classpath = ":".join((str(ZOOKEEPER_JAR), str(SLF4J_NOP_JAR), *NETTY_EXTRA_JARS))
     done = subprocess.run(
         ["java", "-Xshare:auto", "-XX:+UseSerialGC", *(f"-D{k}={v}" for k, v in props.items()),
@@ -53,4 +68,11 @@ def run_zkcli(connect: str, commands: list[str], props: dict[str, str]) -> list[
         text=True, timeout=JAVA_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines() + done.stderr.splitlines()
-    return [line for line in lines if not line.startswith("Connecting to ") and line]
+    kept = [line for line in lines if not line.startswith("Connecting to ") and line]
+    # zkCli's watcher thread prints events wherever they fall among the commands' output:
+    # they come last, in a fixed order, so two runs compare line for line.
+    events = sorted(line for line in kept if line.startswith(_EVENT_LINES))
+    return [line for line in kept if not line.startswith(_EVENT_LINES)] + events
+
+
+_EVENT_LINES = ("WATCHER::", "WatchedEvent ")

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import ssl
 
 import pytest
 
 from conftest import PASSWORD
-from zkcompat.security import quorum_tls
+from zkcompat.security import quorum_tls, unified
 from zkcompat.security.settings import SettingError
 from zkcompat.security.tls import TlsSetupError
 from zkcompat.zab.links import Listener, open_link
@@ -67,15 +69,15 @@ def test_bad_quorum_settings_name_their_key(material, key, value, message):
 
 
 def test_looks_like_tls():
-    assert quorum_tls.looks_like_tls(bytes([22, 3, 1, 0x02, 0x00]))  # a ClientHello record
-    assert quorum_tls.looks_like_tls(bytes([22, 3, 3, 0x00, 0x31]))
+    assert unified.looks_like_tls(bytes([22, 3, 1, 0x02, 0x00]))  # a ClientHello record
+    assert unified.looks_like_tls(bytes([22, 3, 3, 0x00, 0x31]))
     # QuorumCnxManager's header starts with protocol version -65536: ff ff 00 00 ...
-    assert not quorum_tls.looks_like_tls(bytes.fromhex("ffff0000000000000000"))
+    assert not unified.looks_like_tls(bytes.fromhex("ffff0000000000000000"))
     # A QuorumPacket starts with its type, FOLLOWERINFO = 11: 00 00 00 0b.
-    assert not quorum_tls.looks_like_tls(bytes.fromhex("0000000b00"))
-    assert not quorum_tls.looks_like_tls(bytes([22, 3, 1]))  # too few to tell
-    assert not quorum_tls.looks_like_tls(bytes([22, 2, 1, 0, 5]))  # SSLv2-ish: not TLS
-    assert not quorum_tls.looks_like_tls(bytes([22, 3, 1, 0, 0]))  # an empty record
+    assert not unified.looks_like_tls(bytes.fromhex("0000000b00"))
+    assert not unified.looks_like_tls(bytes([22, 3, 1]))  # too few to tell
+    assert not unified.looks_like_tls(bytes([22, 2, 1, 0, 5]))  # SSLv2-ish: not TLS
+    assert not unified.looks_like_tls(bytes([22, 3, 1, 0, 0]))  # an empty record
 
 
 def _der(party) -> bytes:
@@ -260,3 +262,44 @@ def test_hostname_verification_off_lets_the_misnamed_peer_in(material):
 
     link, data = _run(scenario())
     assert link.secure and data == b"hello"
+
+
+# -- sslQuorumReloadCertFiles -----------------------------------------------------------
+
+
+def test_sslquorumreloadcertfiles_is_a_strict_boolean(material):
+    assert quorum_tls.quorum_tls(props(material)).reload_cert_files is False
+    on = quorum_tls.quorum_tls(props(material, sslQuorumReloadCertFiles="TRUE"))
+    assert on.reload_cert_files is True
+    with pytest.raises(SettingError, match="Choose 'true' or 'false.'"):
+        quorum_tls.quorum_tls(props(material, sslQuorumReloadCertFiles="yes"))
+
+
+def test_quorum_listener_presents_the_reloaded_certificate(material, tmp_path):
+    """The listener's key store becomes a certificate that does not name 127.0.0.1: the
+    link opened before the change is checked and made, the one after is refused by the
+    opening side's host check, so the listener presented the new certificate."""
+    key_store = tmp_path / "quorum.p12"
+    shutil.copyfile(material.server.p12, key_store)
+    server_tls = quorum_tls.quorum_tls({**props(material), "sslQuorumReloadCertFiles": "true",
+                                        "ssl.quorum.keyStore.location": str(key_store)})
+    client_tls = quorum_tls.quorum_tls(props(material))
+
+    async def scenario():
+        listener, port, _ = await _serve(server_tls)
+        try:
+            before = await open_link(client_tls, "127.0.0.1", port, TIMEOUT_S, "quorum")
+            before.close()
+            fresh = key_store.with_name("quorum.p12.new")  # a rotation: renamed over it
+            shutil.copyfile(material.misnamed.p12, fresh)
+            os.replace(fresh, key_store)
+            assert server_tls.stores.check()
+            try:
+                await open_link(client_tls, "127.0.0.1", port, TIMEOUT_S, "quorum")
+            except ConnectionError as e:
+                return str(e)
+            return "linked"
+        finally:
+            await listener.close()
+
+    assert "does not name 127.0.0.1" in _run(scenario())

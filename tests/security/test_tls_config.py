@@ -120,3 +120,54 @@ def test_ssl_settings_not_obeyed_are_named(key, value, warned, material, tmp_pat
     named, unknown = _warned(caplog)
     assert named == ({key} if warned else set())
     assert unknown == set()
+
+
+@pytest.mark.parametrize(("lines", "unified"), [
+    ({"client.portUnification": "true"}, True),
+    ({"zookeeper.client.portUnification": " TRUE "}, True),  # a system property, trimmed
+    ({"client.portUnification": "yes"}, False),  # Boolean.getBoolean: "true" or nothing
+    ({"client.portUnification": "false"}, False),
+    ({}, False),
+])
+def test_client_port_unification_reads_the_client_tls(lines, unified, material, tmp_path):
+    """client.portUnification makes the plaintext port take TLS: the ssl.* stores are read
+    and x509 registered as with a secure port, which it needs not have."""
+    cfg = _cfg(material, tmp_path, clientPort="0", **lines)
+    del cfg["secureClientPort"]
+    config = load(None, cfg)
+    assert config.client_port_unification is unified
+    assert config.secure_client_port is None
+    assert (config.tls is not None) is unified
+    assert ("x509" in config.auth_schemes) is unified
+
+
+def test_client_port_unification_needs_a_plaintext_port(material, tmp_path):
+    """With only secureClientPort there is no plaintext factory to unify (ZooKeeper reads
+    the property in the factory of clientPort)."""
+    config = load(None, _cfg(material, tmp_path, **{"client.portUnification": "true"}))
+    assert not config.client_port_enabled
+    assert not config.client_port_unification
+    assert config.tls is not None
+
+
+def test_client_port_unification_with_a_bad_store_stops_start_up(material, tmp_path):
+    cfg = _cfg(material, tmp_path, clientPort="0", **{"client.portUnification": "true",
+                                                       "ssl.keyStore.password": "wrong"})
+    del cfg["secureClientPort"]
+    with pytest.raises(ConfigError, match="ssl.keyStore.location"):
+        load(None, cfg)
+
+
+@pytest.mark.parametrize(("lines", "reload"), [
+    ({"client.certReload": "true"}, True),
+    ({"zookeeper.client.certReload": "True"}, True),
+    ({"client.certReload": "1"}, False),  # Boolean.getBoolean
+    ({}, False),
+])
+def test_client_cert_reload_is_read_with_the_client_tls(lines, reload, material, tmp_path):
+    assert load(None, _cfg(material, tmp_path, **lines)).client_cert_reload is reload
+
+
+def test_client_cert_reload_without_tls_reloads_nothing(tmp_path):
+    config = load(None, {"dataDir": str(tmp_path), "client.certReload": "true"})
+    assert config.tls is None and not config.client_cert_reload

@@ -13,9 +13,16 @@ import struct
 import time
 
 import pytest
-from tls_servers import read_until_closed, secure_cfg, start, tls_handshake
+from tls_servers import (
+    handshake_outcome,
+    mntr,
+    read_until_closed,
+    secure_cfg,
+    start,
+    tls_handshake,
+)
 
-from conformance_tests.servers import HOST, four_letter_word
+from conformance_tests.servers import HOST
 from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
@@ -121,34 +128,6 @@ def test_the_connection_throttle_on_the_secure_port(kind, material, tmp_path):
 
 
 HANDSHAKE_LIMIT = 2
-
-
-def mntr(server, name: str) -> int:
-    for line in four_letter_word(HOST, server.port, "mntr").splitlines():
-        key, _, value = line.partition("\t")
-        if key == f"zk_{name}":
-            return int(float(value))
-    raise AssertionError(f"zk_{name} not in mntr")
-
-
-def handshake_outcome(server, material) -> str:
-    try:
-        sock = tls_handshake(server, material, material.client)
-    except (ssl.SSLError, ConnectionError, OSError):
-        return "refused"
-    try:  # TLS 1.3: the server may judge the certificate after the client's side is done
-        return "session" if tls_session_on(sock) else "refused"
-    finally:
-        sock.close()
-
-
-def tls_session_on(sock) -> bool:
-    sock.sendall(wire.connect_request())
-    sock.settimeout(10)
-    try:
-        return bool(sock.recv(4096))
-    except (ssl.SSLError, ConnectionResetError):
-        return False
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509 as cx509
 from cryptography.hazmat.primitives.serialization import Encoding
-from java_client import run_client, run_zkcli
+from java_client import netty_tls_props, run_client, run_zkcli
 from kazoo.security import make_acl
 from tls_servers import (
+    BOTH_PROTOCOLS,
     outcome,
     plain_client,
     read_until_closed,
@@ -26,19 +27,10 @@ from tls_servers import (
     whoami,
 )
 
-from conftest import CLIENT_ID, PASSWORD
-from zkcompat.security.tls import DEFAULT_SUITES
+from conftest import CLIENT_ID
 from zkcompat.security.x509 import subject_id
 
 KINDS = ("zookeeper", "zkcompat")
-
-
-# The stock 3.8 Java client offers TLSv1.2 only, and a 3.9 server (zkcompat) enables only
-# ssl.protocol, TLSv1.3, by default (ZOOKEEPER-5053): an operator with 3.8 clients enables
-# both, and so do these zoo.cfg files. 3.8's server needs 3.9's default suites named as
-# well, since its own default list has no TLSv1.3 suite (ZOOKEEPER-4415 added them).
-BOTH_PROTOCOLS = {"ssl.enabledProtocols": "TLSv1.3,TLSv1.2",
-                  "ssl.ciphersuites": ",".join(DEFAULT_SUITES)}
 
 
 @pytest.fixture(scope="module")
@@ -196,22 +188,9 @@ def _stop(zk) -> None:
     zk.close()
 
 
-def _netty_tls_props(material) -> dict[str, str]:
-    """The Java client's TLS: ClientCnxnSocketNetty with zookeeper.client.secure=true, its
-    key and trust stores as -Dzookeeper.ssl.* properties (JKS both)."""
-    return {
-        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
-        "zookeeper.client.secure": "true",
-        "zookeeper.ssl.trustStore.location": str(material.trust_jks),
-        "zookeeper.ssl.trustStore.password": PASSWORD,
-        "zookeeper.ssl.keyStore.location": str(material.client.jks),
-        "zookeeper.ssl.keyStore.password": PASSWORD,
-    }
-
-
 def run_java(classes: Path, server, material, path: str) -> list[str]:
     return run_client(classes, f"127.0.0.1:{server.secure_port}", path, CLIENT_ID, "x509",
-                      _netty_tls_props(material))
+                      netty_tls_props(material))
 
 
 def test_java_client_over_netty_tls_sees_the_same(servers, material, java_classes):
@@ -230,7 +209,7 @@ def test_java_client_over_netty_tls_sees_the_same(servers, material, java_classe
 def test_zkcli_over_netty_tls_sees_the_same(servers, material):
     """zkCli's whoami, create, get and getAcl over TLS: the same lines from both."""
     commands = ["whoami", "create /zkcli-tls data", "get /zkcli-tls", "getAcl /zkcli-tls"]
-    outputs = {kind: run_zkcli(f"127.0.0.1:{s.secure_port}", commands, _netty_tls_props(material))
+    outputs = {kind: run_zkcli(f"127.0.0.1:{s.secure_port}", commands, netty_tls_props(material))
                for kind, s in servers.items()}
     assert outputs["zkcompat"] == outputs["zookeeper"]
     for line in (f"x509: {CLIENT_ID}", "data", "Created /zkcli-tls",

@@ -19,13 +19,22 @@ from conformance_tests import servers as conformance_servers
 from conformance_tests.servers import (
     HOST,
     ServerProcess,
+    four_letter_word,
     free_port,
     start_zkcompat,
     start_zookeeper,
 )
+from zkcompat.bench.wire import connect_request
+from zkcompat.security.tls import DEFAULT_SUITES
 from zkcompat.shell.wire import WhoAmI
 
 NETTY_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
+# The stock 3.8 Java client offers TLSv1.2 only, and a 3.9 server (zkcompat) enables only
+# ssl.protocol, TLSv1.3, by default (ZOOKEEPER-5053): an operator with 3.8 clients enables
+# both, and so do these zoo.cfg lines. 3.8's server needs 3.9's default suites named as
+# well, since its own default list has no TLSv1.3 suite (ZOOKEEPER-4415 added them).
+BOTH_PROTOCOLS = {"ssl.enabledProtocols": "TLSv1.3,TLSv1.2",
+                  "ssl.ciphersuites": ",".join(DEFAULT_SUITES)}
 CONNECT_TIMEOUT_S = 10.0
 TICK_TIME_MS = 200
 
@@ -127,6 +136,36 @@ def tls_handshake(server: ServerProcess, material, party=None,
     except BaseException:
         raw.close()
         raise
+
+
+def handshake_outcome(server: ServerProcess, material, party="client") -> str:
+    """"session" if a TLS connection (with `party`'s certificate, the client's unless told;
+    None for none) is answered a ConnectRequest, "refused" if the handshake or the session
+    fails. Under TLS 1.3 the server may judge the certificate after the client's side of the
+    handshake is done, so only the session tells."""
+    party = material.client if party == "client" else party
+    try:
+        sock = tls_handshake(server, material, party)
+    except (ssl.SSLError, ConnectionError, OSError):
+        return "refused"
+    try:
+        sock.sendall(connect_request())
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            return "session" if sock.recv(4096) else "refused"
+        except (ssl.SSLError, ConnectionResetError):
+            return "refused"
+    finally:
+        sock.close()
+
+
+def mntr(server: ServerProcess, name: str) -> int:
+    """One number of the server's mntr (zk_<name>)."""
+    for line in four_letter_word(HOST, server.port, "mntr").splitlines():
+        key, _, value = line.partition("\t")
+        if key == f"zk_{name}":
+            return int(float(value))
+    raise AssertionError(f"zk_{name} not in mntr")
 
 
 def read_until_closed(sock: socket.socket, timeout_s: float = 5.0) -> bytes:

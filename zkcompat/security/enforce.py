@@ -5,7 +5,8 @@ which means sasl alone), and zookeeper.allowSaslFailedClients for a failed SASL 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-PROPERTY_PREFIX = "zookeeper."
+from zkcompat.security.settings import PROPERTY_PREFIX, get_property
+
 ENFORCE_AUTH_ENABLED = "enforce.auth.enabled"  # AuthenticationHelper.ENFORCE_AUTH_ENABLED
 ENFORCE_AUTH_SCHEMES = "enforce.auth.schemes"  # AuthenticationHelper.ENFORCE_AUTH_SCHEMES
 # AuthenticationHelper.SESSION_REQUIRE_CLIENT_SASL_AUTH: true means enforce.auth for sasl.
@@ -33,11 +34,6 @@ class AuthEnforcement:
         return SASL_SCHEME in self.schemes
 
 
-def _get(props: Mapping[str, str], key: str) -> str | None:
-    value = props.get(key)
-    return props.get(PROPERTY_PREFIX + key) if value is None else value
-
-
 def _java_boolean(value: str | None) -> bool:
     """Boolean.parseBoolean of a zoo.cfg value (QuorumPeerConfig trims it first)."""
     return value is not None and value.strip().lower() == "true"
@@ -60,12 +56,12 @@ def auth_enforcement(props: Mapping[str, str],
     schemes `registered` beyond ip and digest (authProvider.N, x509 on a secure port).
     None for ZooKeeper's defaults (nothing enforced, failed SASL clients closed), so that
     a connection's hot path tests one attribute."""
-    allow_failed = _java_boolean(_get(props, ALLOW_SASL_FAILED_CLIENTS))
-    if _java_boolean(_get(props, SESSION_REQUIRE_CLIENT_SASL_AUTH)):
+    allow_failed = _java_boolean(get_property(props, ALLOW_SASL_FAILED_CLIENTS))
+    if _java_boolean(get_property(props, SESSION_REQUIRE_CLIENT_SASL_AUTH)):
         enabled, schemes = True, [SASL_SCHEME]
     else:
-        enabled = _java_boolean(_get(props, ENFORCE_AUTH_ENABLED))
-        listed = _get(props, ENFORCE_AUTH_SCHEMES)
+        enabled = _java_boolean(get_property(props, ENFORCE_AUTH_ENABLED))
+        listed = get_property(props, ENFORCE_AUTH_SCHEMES)
         schemes = [] if listed is None else [s.strip() for s in _java_split(listed.strip())]
     if not enabled:
         return AuthEnforcement(frozenset(), True) if allow_failed else None

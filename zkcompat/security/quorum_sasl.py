@@ -43,6 +43,7 @@ from zkcompat.jute.errors import JuteError
 from zkcompat.security import jaas
 from zkcompat.security.digest_md5 import DigestMd5Client, DigestMd5Server, SaslError
 from zkcompat.security.gss import KerberosName, KerberosSettings
+from zkcompat.security.settings import java_true
 
 log = logging.getLogger(__name__)
 
@@ -397,8 +398,8 @@ def _host_names(props: Mapping[str, str]) -> dict[str, str]:
     """QuorumServer.hostname for each server.N host: with kerberos.canonicalizeHostNames the
     canonical name of its address (when that is neither the name given nor the address),
     and a host that does not resolve stops start-up, as in ZooKeeper."""
-    canonicalize = _java_true(props.get(CANONICALIZE_HOST_NAMES,
-                                        props.get("zookeeper." + CANONICALIZE_HOST_NAMES)))
+    canonicalize = java_true(props.get(CANONICALIZE_HOST_NAMES,
+                                       props.get("zookeeper." + CANONICALIZE_HOST_NAMES)))
     names = {}
     for host in _server_hosts(props):
         names[host] = _canonical_host_name(host) if canonicalize else host
@@ -416,11 +417,6 @@ def _canonical_host_name(host: str) -> str:
     except OSError:
         return host  # InetAddress.getCanonicalHostName gives the address: kept as given
     return host if canonical in (host, address) else canonical
-
-
-def _java_true(value: str | None) -> bool:
-    """Boolean.parseBoolean of a system property's value."""
-    return value is not None and value.strip().lower() == "true"
 
 
 def _server_users(modules: list[jaas.LoginModule], name: str, path: str) -> dict[str, str]:

@@ -14,45 +14,60 @@ from cryptography.x509.oid import ExtensionOID, NameOID
 
 from zkcompat.security import settings as tls_keys
 from zkcompat.security import tls
+from zkcompat.security.reload import ReloadingStores
+from zkcompat.security.settings import get_property, java_true
 
 log = logging.getLogger(__name__)
 
 SSL_QUORUM = "sslQuorum"
 PORT_UNIFICATION = "portUnification"
+RELOAD_CERT_FILES = "sslQuorumReloadCertFiles"
 # X509Util's default for <prefix>handshakeDetectionTimeoutMillis: how long an accepted
 # connection may take to send the 5 bytes that say TLS or not, and then its handshake.
 DETECTION_TIMEOUT_MS = 5000
-# A TLS record's header: content type (change_cipher_spec, alert, handshake, application
-# data, heartbeat), major version 3, and a length (Netty's SslHandler.isEncrypted).
-_TLS_CONTENT_TYPES = frozenset((20, 21, 22, 23, 24))
-TLS_RECORD_HEADER_BYTES = 5
 
 
 @dataclass(frozen=True)
 class QuorumTls:
     """What a server's quorum and election connections do. ssl_quorum: they open TLS, and
     the ports accept only TLS unless port_unification; port_unification alone: they open
-    plaintext, and the ports take both (the middle step of a rolling change to TLS)."""
+    plaintext, and the ports take both (the middle step of a rolling change to TLS).
+    With reload_cert_files (sslQuorumReloadCertFiles) `stores.run()` reads the ssl.quorum.*
+    stores again when they change; each connection takes the contexts of its time."""
 
     settings: tls_keys.TlsSettings
     ssl_quorum: bool
     port_unification: bool
-    server_context: ssl.SSLContext
-    client_context: ssl.SSLContext
+    stores: ReloadingStores[tuple[ssl.SSLContext, ssl.SSLContext]]
     detection_timeout_s: float
+    reload_cert_files: bool = False
 
     @property
     def accepts_plaintext(self) -> bool:
         return self.port_unification or not self.ssl_quorum
 
+    @property
+    def server_context(self) -> ssl.SSLContext:
+        return self.stores.current[0]
 
-def _java_true(value: str | None) -> bool:
-    return value is not None and value.strip().lower() == "true"
+    @property
+    def client_context(self) -> ssl.SSLContext:
+        return self.stores.current[1]
 
 
-def _get(props: Mapping[str, str], key: str) -> str | None:
-    value = props.get(key)
-    return props.get(tls_keys.PROPERTY_PREFIX + key) if value is None else value
+def _contexts(settings: tls_keys.TlsSettings) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    return tls.server_context(settings), tls.client_context(settings)
+
+
+def _parse_boolean(key: str, value: str | None) -> bool:
+    """QuorumPeerConfig.parseBoolean: true or false in any case, anything else refused."""
+    if value is None:
+        return False
+    word = value.strip().lower()
+    if word not in ("true", "false"):
+        raise tls_keys.SettingError(f"{key}: Invalid option {value.strip()} for {key}. "
+                                    f"Choose 'true' or 'false.'")
+    return word == "true"
 
 
 def quorum_tls(props: Mapping[str, str]) -> QuorumTls | None:
@@ -60,29 +75,23 @@ def quorum_tls(props: Mapping[str, str]) -> QuorumTls | None:
     when neither is on: the quorum is plaintext and its stores are not read. A setting that
     gives no context raises tls_keys.SettingError or tls.TlsSetupError naming its key, so the
     server does not start, as ZooKeeper's does not."""
-    ssl_quorum = _java_true(_get(props, SSL_QUORUM))
-    unification = _java_true(_get(props, PORT_UNIFICATION))
+    ssl_quorum = java_true(get_property(props, SSL_QUORUM))
+    unification = java_true(get_property(props, PORT_UNIFICATION))
+    reload = _parse_boolean(RELOAD_CERT_FILES, props.get(RELOAD_CERT_FILES))
     if not (ssl_quorum or unification):
         return None
     settings = tls_keys.tls_settings(props, tls_keys.QUORUM_SSL_PREFIX)
     key = f"{tls_keys.QUORUM_SSL_PREFIX}handshakeDetectionTimeoutMillis"
-    raw = _get(props, key)
+    raw = get_property(props, key)
     try:
         timeout_ms = int(raw) if raw is not None and raw.strip() else DETECTION_TIMEOUT_MS
     except ValueError:
         raise tls_keys.SettingError(f"{key}: not a number: {raw!r}") from None
     if timeout_ms < 1:
         raise tls_keys.SettingError(f"{key}: must be positive, not {timeout_ms}")
-    return QuorumTls(settings, ssl_quorum, unification, tls.server_context(settings),
-                     tls.client_context(settings), timeout_ms / 1000)
-
-
-def looks_like_tls(first: bytes) -> bool:
-    """UnifiedServerSocket.detectMode's test on an accepted connection's first 5 bytes."""
-    if len(first) < TLS_RECORD_HEADER_BYTES:
-        return False
-    length = int.from_bytes(first[3:5], "big")
-    return first[0] in _TLS_CONTENT_TYPES and first[1] == 3 and length > 0
+    return QuorumTls(settings, ssl_quorum, unification,
+                     ReloadingStores(settings, _contexts, "ssl.quorum"), timeout_ms / 1000,
+                     reload)
 
 
 def names_peer(cert_der: bytes, address: str, host_name: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from zkcompat.security import jaas
 from zkcompat.security.digest_md5 import DigestMd5Server, SaslError
 from zkcompat.security.gss import KerberosSettings
+from zkcompat.security.settings import get_property, java_true
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,6 @@ class SaslSettings:
         return "DIGEST-MD5" if self.kerberos is None else "GSSAPI"
 
 
-def _get(props: Mapping[str, str], key: str) -> str | None:
-    value = props.get(key)
-    return props.get("zookeeper." + key) if value is None else value
-
-
 def sasl_settings(props: Mapping[str, str], environ: Mapping[str, str]) -> SaslSettings | None:
     """ServerCnxnFactory.configureSaslLogin: the JAAS file's Server section (or the one
     sasl.serverconfig names) gives the DIGEST-MD5 users. No JAAS file, or a file without
@@ -65,7 +61,7 @@ def sasl_settings(props: Mapping[str, str], environ: Mapping[str, str]) -> SaslS
     path = jaas.location(props, environ)
     if path is None:
         return None
-    section = (_get(props, SECTION_PROPERTY) or DEFAULT_SECTION).strip()
+    section = (get_property(props, SECTION_PROPERTY) or DEFAULT_SECTION).strip()
     try:
         sections = jaas.parse(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
@@ -86,7 +82,8 @@ def sasl_settings(props: Mapping[str, str], environ: Mapping[str, str]) -> SaslS
         for key, value in module.options.items():
             if key.startswith(USER_PREFIX):
                 users[key[len(USER_PREFIX):]] = value
-    return SaslSettings(Path(path), section, users, _get(props, SUPER_USER_PROPERTY), kerberos)
+    return SaslSettings(Path(path), section, users, get_property(props, SUPER_USER_PROPERTY),
+                        kerberos)
 
 
 def _kerberos_settings(props: Mapping[str, str], options: Mapping[str, str],
@@ -98,8 +95,8 @@ def _kerberos_settings(props: Mapping[str, str], options: Mapping[str, str],
         raise SaslSetupError(f"{jaas.JAAS_PROPERTY}: {path}: zkcompat's Krb5LoginModule needs "
                              f"useKeyTab=true, keyTab= and principal= (no ticket cache)")
     settings = KerberosSettings(principal, Path(keytab),
-                                _java_true(_get(props, REMOVE_HOST_PROPERTY)),
-                                _java_true(_get(props, REMOVE_REALM_PROPERTY)))
+                                java_true(get_property(props, REMOVE_HOST_PROPERTY)),
+                                java_true(get_property(props, REMOVE_REALM_PROPERTY)))
     try:
         from zkcompat.security.gss import GssapiAcceptor  # noqa: PLC0415 - needs gssapi
 
@@ -110,11 +107,6 @@ def _kerberos_settings(props: Mapping[str, str], options: Mapping[str, str],
     except SaslError as e:
         raise SaslSetupError(str(e)) from None
     return settings
-
-
-def _java_true(value: str | None) -> bool:
-    """Boolean.getBoolean, of a zoo.cfg value QuorumPeerConfig trimmed."""
-    return value is not None and value.strip().lower() == "true"
 
 
 def is_valid_id(ident: str) -> bool:

@@ -12,7 +12,7 @@ SSL_PREFIX = "ssl."  # ClientX509Util.getConfigPrefix, less "zookeeper."
 QUORUM_SSL_PREFIX = "ssl.quorum."  # QuorumX509Util's: the ensemble's TLS, not the client port's
 # The keys that turn TLS on between servers (QuorumPeerConfig), with or without "zookeeper.".
 QUORUM_SECURITY_KEYS = frozenset(("sslQuorum", "portUnification", "zookeeper.sslQuorum",
-                                  "zookeeper.portUnification"))
+                                  "zookeeper.portUnification", "sslQuorumReloadCertFiles"))
 AUTH_PROVIDER_PREFIX = "authProvider."  # ProviderRegistry.AUTHPROVIDER_PROPERTY_PREFIX
 X509_SCHEME = "x509"
 # X509Util.DEFAULT_PROTOCOL on a Java that has TLSv1.3 (every Java ZooKeeper 3.9 runs on).
@@ -100,9 +100,17 @@ def ssl_key(key: str) -> str | None:
     return None
 
 
-def _get(props: Mapping[str, str], key: str) -> str | None:
+def get_property(props: Mapping[str, str], key: str) -> str | None:
+    """A setting zoo.cfg may give as `key` or as the system property "zookeeper." + key
+    (QuorumPeerConfig sets unknown keys as such properties)."""
     value = props.get(key)
     return props.get(PROPERTY_PREFIX + key) if value is None else value
+
+
+def java_true(value: str | None) -> bool:
+    """Boolean.getBoolean / parseBoolean of a zoo.cfg value, trimmed as QuorumPeerConfig
+    trims it: "true" in any case, nothing else."""
+    return value is not None and value.strip().lower() == "true"
 
 
 def store_type(key: str, value: str | None, location: str) -> StoreType:
@@ -124,9 +132,9 @@ def store_type(key: str, value: str | None, location: str) -> StoreType:
 
 def _password(props: Mapping[str, str], prefix: str, name: str) -> str:
     """X509Util.getPasswordFromConfigPropertyOrFile: passwordPath, if set, wins."""
-    path = _get(props, f"{prefix}{name}.passwordPath") or ""
+    path = get_property(props, f"{prefix}{name}.passwordPath") or ""
     if not path:
-        return _get(props, f"{prefix}{name}.password") or ""
+        return get_property(props, f"{prefix}{name}.password") or ""
     try:
         secret = Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -135,11 +143,11 @@ def _password(props: Mapping[str, str], prefix: str, name: str) -> str:
 
 
 def _store(props: Mapping[str, str], prefix: str, name: str) -> Store | None:
-    location = _get(props, f"{prefix}{name}.location") or ""
+    location = get_property(props, f"{prefix}{name}.location") or ""
     if not location:
         return None
     key = f"{prefix}{name}.type"
-    kind = store_type(key, _get(props, key), location)
+    kind = store_type(key, get_property(props, key), location)
     return Store(Path(location), _password(props, prefix, name), kind, f"{prefix}{name}")
 
 
@@ -155,24 +163,25 @@ def _protocols(key: str, value: str) -> tuple[str, ...]:
 def tls_settings(props: Mapping[str, str], prefix: str = SSL_PREFIX) -> TlsSettings:
     """The TLS settings under `prefix` in zoo.cfg's properties: ssl.* for the client port
     (ClientX509Util), ssl.quorum.* for the ensemble's own connections (QuorumX509Util)."""
-    protocol = (_get(props, f"{prefix}protocol") or DEFAULT_PROTOCOL).strip()
+    protocol = (get_property(props, f"{prefix}protocol") or DEFAULT_PROTOCOL).strip()
     if protocol not in DEFAULT_ENABLED_PROTOCOLS and protocol not in PROTOCOLS:
         raise SettingError(f"{prefix}protocol: {protocol} SSLContext not available")
-    enabled = _get(props, f"{prefix}enabledProtocols")
+    enabled = get_property(props, f"{prefix}enabledProtocols")
     enabled_protocols = (_protocols(f"{prefix}enabledProtocols", enabled) if enabled is not None
                          else DEFAULT_ENABLED_PROTOCOLS.get(protocol, (protocol,)))
-    suites = _get(props, f"{prefix}ciphersuites")
+    suites = get_property(props, f"{prefix}ciphersuites")
     ciphersuites = None
     if suites is not None:
         ciphersuites = tuple(s.strip() for s in suites.split(",") if s.strip())
-    auth = (_get(props, f"{prefix}clientAuth") or "").strip()
+    auth = (get_property(props, f"{prefix}clientAuth") or "").strip()
     try:
         client_auth = ClientAuth(auth.lower()) if auth else ClientAuth.NEED
     except ValueError:
         raise SettingError(f"{prefix}clientAuth: No enum constant ClientAuth.{auth.upper()} "
                            f"(none, want or need)") from None
-    verify = (_get(props, f"{prefix}hostnameVerification") or "true").strip().lower() != "false"
-    reverse = (_get(props, f"{prefix}allowReverseDnsLookup") or "false").strip().lower() == "true"
+    verify = (get_property(props, f"{prefix}hostnameVerification")
+              or "true").strip().lower() != "false"
+    reverse = java_true(get_property(props, f"{prefix}allowReverseDnsLookup"))
     return TlsSettings(
         key_store=_store(props, prefix, "keyStore"),
         trust_store=_store(props, prefix, "trustStore"),
@@ -181,8 +190,8 @@ def tls_settings(props: Mapping[str, str], prefix: str = SSL_PREFIX) -> TlsSetti
         ciphersuites=ciphersuites,
         client_auth=client_auth,
         hostname_verification=verify,
-        auth_provider=(_get(props, "ssl.authProvider") or X509_SCHEME).strip(),
-        super_user=_get(props, X509_SUPER_USER),
+        auth_provider=(get_property(props, "ssl.authProvider") or X509_SCHEME).strip(),
+        super_user=get_property(props, X509_SUPER_USER),
         allow_reverse_dns_lookup=reverse,
         prefix=prefix,
     )
@@ -205,7 +214,7 @@ def auth_providers(props: Mapping[str, str], secure: bool) -> frozenset[str]:
         schemes.add(scheme)
         provider_keys[bare[len(AUTH_PROVIDER_PREFIX):]] = scheme
     if secure:
-        chosen = (_get(props, "ssl.authProvider") or X509_SCHEME).strip()
+        chosen = (get_property(props, "ssl.authProvider") or X509_SCHEME).strip()
         if chosen not in provider_keys and chosen != X509_SCHEME:
             raise SettingError(f"ssl.authProvider: No auth provider configured for the SSL "
                                f"authentication scheme '{chosen}'.")

@@ -18,17 +18,18 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from zkcompat.security.quorum_tls import (
-    TLS_RECORD_HEADER_BYTES,
-    QuorumTls,
-    looks_like_tls,
-    names_peer,
-)
+from zkcompat.security.quorum_tls import QuorumTls, names_peer
 from zkcompat.security.tls import failure_reason
+from zkcompat.security.unified import (
+    TLS_RECORD_HEADER_BYTES,
+    accept_forever,
+    listening_socket,
+    looks_like_tls,
+    peek,
+)
+from zkcompat.security.unified import remote_of as _remote
 
 log = logging.getLogger(__name__)
-
-_PEEK_RETRY_S = 0.01  # a TLS record header split over packets: look again after this
 
 
 class _Gate(asyncio.Protocol):
@@ -155,10 +156,6 @@ async def run_exchange(exchange, receive: Callable, send: Callable[[bytes], None
     return exchange.leftover + pending
 
 
-def _remote(address) -> str:
-    return f"{address[0]}:{address[1]}" if address else "?"
-
-
 class Listener:
     """Accepts on (host, port) and calls on_link(link) for each connection that gets
     through; `what` names the port in the log ("election" or "quorum").
@@ -182,20 +179,11 @@ class Listener:
             self._server = await loop.create_server(lambda: _Gate(self._accepted), host, port,
                                                     reuse_address=True)
             return
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
-        family, _, _, _, address = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(100)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = listening_socket(host, port)
         self._sock = sock
-        self._accepting = asyncio.create_task(self._accept(sock), name=f"{self.what}-accept")
+        self._accepting = asyncio.create_task(
+            accept_forever(sock, self._admit, self._admitting, self.what),
+            name=f"{self.what}-accept")
 
     def _accepted(self, transport: asyncio.Transport, gate: _Gate) -> None:
         self.on_link(Link(transport, gate, _remote(transport.get_extra_info("peername")),
@@ -221,26 +209,13 @@ class Listener:
             self._sock.close()
             self._sock = None
 
-    async def _accept(self, listening: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                sock, address = await loop.sock_accept(listening)
-            except OSError as e:  # EMFILE and the like: the next accept may work
-                log.warning("event=quorum_accept_failed port=%s error=%r", self.what, str(e))
-                await asyncio.sleep(0.1)
-                continue
-            task = asyncio.create_task(self._admit(sock, _remote(address)))
-            self._admitting.add(task)
-            task.add_done_callback(self._admitting.discard)
-
     async def _admit(self, sock: socket.socket, remote: str) -> None:
         security = self.security
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             secure = False
             if security is not None:
-                first = await _peek(sock, TLS_RECORD_HEADER_BYTES, security.detection_timeout_s)
+                first = await peek(sock, TLS_RECORD_HEADER_BYTES, security.detection_timeout_s)
                 secure = looks_like_tls(first)
                 if not secure and not security.accepts_plaintext:
                     _refused(self.what, remote, "plaintext connection on a TLS-only port "
@@ -253,39 +228,6 @@ class Listener:
             raise
         if link is not None:
             self.on_link(link)
-
-
-async def _peek(sock: socket.socket, n: int, timeout_s: float) -> bytes:
-    """Up to n bytes of what the peer sent, left unread; fewer at EOF or after timeout_s
-    (UnifiedServerSocket then takes the connection for plaintext)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    seen = b""
-    while True:
-        try:
-            seen = sock.recv(n, socket.MSG_PEEK)
-            if len(seen) >= n or not seen:
-                return seen
-        except BlockingIOError:
-            pass
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return seen
-        if seen:  # part of a header: its rest is on its way
-            await asyncio.sleep(min(_PEEK_RETRY_S, remaining))
-            continue
-        readable = loop.create_future()
-        loop.add_reader(sock.fileno(), _set_once, readable)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(readable, remaining)
-        finally:
-            loop.remove_reader(sock.fileno())
-
-
-def _set_once(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 async def _link(sock: socket.socket, remote: str, security: QuorumTls | None,
