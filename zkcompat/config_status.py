@@ -75,7 +75,9 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("tcpKeepAlive", "false", None, "quorum sockets keep asyncio's defaults"),
     Unsupported("clientTcpKeepAlive", "false", None, "client sockets keep asyncio's defaults"),
     Unsupported("netty.advancedFlowControl.enabled", "false", None, _NO_JVM),
-    Unsupported("netty.server.earlyDropSecureConnectionHandshakes", "true", None, _TLS_LACKS),
+    # Boolean.getBoolean: false unless set. zkcompat always behaves as with true.
+    Unsupported("netty.server.earlyDropSecureConnectionHandshakes", "false", _is("true"),
+                "a server between roles closes a secure connection before its TLS handshake"),
     Unsupported("enableEagerACLCheck", "false", None,
                 "ACLs are checked where ZooKeeper's default checks them"),
     Unsupported("skipACL", "no", _is_not("yes"), "ACLs are always checked"),
