@@ -1,7 +1,8 @@
 """zkcompat.security.unified.UnifiedClientPort on real loopback sockets: which protocol a
 connection gets from its first bytes (DualModeSslHandler's rules), that the protocol then
 reads every byte the detection looked at, and how the port counts connections against a
-handshake limit. (test_port_unification runs the real thing against ZooKeeper.)"""
+handshake limit (the server's own ClientLimits). (test_port_unification runs the real
+thing against ZooKeeper.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import asyncio
 
 import pytest
 
+from zkcompat.config import load
 from zkcompat.security.unified import UnifiedClientPort
+from zkcompat.server.limits import ClientLimits
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -31,27 +34,13 @@ class Recorder(asyncio.Protocol):
         self.data += data
 
 
-class Slots:
-    """A HandshakeCount with a limit, as server.limits.ClientLimits counts."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.underway = 0
-        self.refused = 0
-
-    def handshake_started(self) -> bool:
-        if self.underway >= self.limit:
-            self.refused += 1
-            return False
-        self.underway += 1
-        return True
-
-    def handshake_finished(self) -> None:
-        self.underway -= 1
-        assert self.underway >= 0
+def _limits(limit: int, tmp_path) -> ClientLimits:
+    """The server's own handshake counts, under netty.server.outstandingHandshake.limit."""
+    return ClientLimits(load(None, {"dataDir": str(tmp_path),
+                                    "netty.server.outstandingHandshake.limit": str(limit)}))
 
 
-async def _port(seen: list, slots: Slots | None = None) -> UnifiedClientPort:
+async def _port(seen: list, slots: ClientLimits | None = None) -> UnifiedClientPort:
     return await UnifiedClientPort(lambda: Recorder("plain", seen), lambda: Recorder("tls", seen),
                                    slots, SHORT_DETECTION_S).start("127.0.0.1", 0)
 
@@ -142,14 +131,14 @@ def test_silent_client_is_plaintext_and_one_gone_is_nobodys():
     assert run(go()) == [("plain", b"")]
 
 
-def test_connections_being_told_apart_hold_handshake_slots():
+def test_connections_being_told_apart_hold_handshake_slots(tmp_path):
     """As NettyServerCnxnFactory with port unification: one accepted while the limit's
     worth are still silent is closed at once; a decided one frees its slot."""
     async def go():
-        seen, slots = [], Slots(limit=1)
+        seen, slots = [], _limits(1, tmp_path)
         async with await _port(seen, slots) as port:
             silent = await _send(port)
-            await _until(lambda: slots.underway == 1)
+            await _until(lambda: slots.outstanding_handshakes == 1)
             host, number = port.sockets[0].getsockname()[:2]
             reader, refused = await asyncio.open_connection(host, number)
             closed = await asyncio.wait_for(reader.read(), 5)
@@ -160,5 +149,5 @@ def test_connections_being_told_apart_hold_handshake_slots():
             await _until(lambda: len(seen) == 2 and seen[1].data == b"stat")
             silent.close()
             after.close()
-            return closed, slots.refused, slots.underway
+            return closed, slots.tls_handshakes_exceeded, slots.outstanding_handshakes
     assert run(go()) == (b"", 1, 0)
