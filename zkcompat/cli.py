@@ -57,7 +57,7 @@ def serve(config_path, port, address, data_dir, log_level, log_format) -> None:
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    from zkcompat.node import serve as run_server  # noqa: PLC0415
+    from zkcompat.peer.node import serve as run_server  # noqa: PLC0415
 
     mode = (f"server {cfg.server_id} of an ensemble of {len(cfg.voters)}" if cfg.is_ensemble
             else "standalone")

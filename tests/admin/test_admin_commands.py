@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from zkcompat.config import Config
-from zkcompat.node import build_standalone
+from zkcompat.peer.node import build_standalone
 from zkcompat.server.adminhttp import NOT_SERVING, AdminHttp
 
 pytestmark = pytest.mark.timeout(120)  # the first test starts a ZooKeeper JVM

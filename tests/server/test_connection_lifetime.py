@@ -13,7 +13,7 @@ from zkcompat.bench import wire
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.node import _Listener, build_standalone
+from zkcompat.peer.node import _Listener, build_standalone
 
 
 def test_a_closed_connection_is_freed_without_the_cyclic_gc(tmp_path):

@@ -14,7 +14,7 @@ from zkcompat.bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config, ConfigError, load
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.node import build_standalone
+from zkcompat.peer.node import build_standalone
 from zkcompat.server import limits as L
 from zkcompat.server.connection import OUT_SPILL_BYTES, Connection
 from zkcompat.server.throttle import (
@@ -214,7 +214,7 @@ async def session(ctx, transport: FlowTransport) -> Connection:
 async def all_applied(ctx) -> None:
     peer = ctx.pipeline.peer
     for _ in range(3000):
-        if peer.last_committed_zxid == peer.last_proposed_zxid and not ctx.pipeline._unproposed:
+        if peer.last_committed_zxid == peer.last_proposed_zxid and not ctx.pipeline.requests._unproposed:
             await asyncio.sleep(0)
             await asyncio.sleep(0)
             return

@@ -9,7 +9,7 @@ from zkcompat.bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
-from zkcompat.node import build_standalone
+from zkcompat.peer.node import build_standalone
 from zkcompat.server.connection import Connection
 
 _HDR = struct.Struct(">iiqi")  # frame length, then ReplyHeader{xid, zxid, err}

@@ -2,15 +2,19 @@
 member's unavailable time and a learner's sync time from the shell's clock, and each txn's
 latency from its time (the leader's wall clock when prep made it) to its proposal, ACK and
 commit on a learner, and to its ACK and commit on an ensemble's leader, recorded by the
-roles' pipelines. A standalone server's pipeline records none of it (no Leader there)."""
+roles' shells. A standalone server's shell records none of it (no Leader there)."""
 
 import time
+from types import SimpleNamespace
 
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.server.pipeline import Pipeline, QuorumShell
-from zkcompat.server.roles import LeaderPipeline, LearnerPipeline, pipeline_class
+from zkcompat.peer import roles
+from zkcompat.peer.shell import Alone
+from zkcompat.peer.timing import LeaderTiming, LearnerTiming
+from zkcompat.server.clock import SYSTEM_CLOCK
+from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.stats import QuorumStats, Summary, observe_since
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.txn import Txn, encode_proposal
@@ -45,7 +49,15 @@ class Log:
         self.appended += txns
 
 
-class Shell(QuorumShell):
+def ctx(log: Log, server_id: int) -> SimpleNamespace:
+    """What a role's wiring reads of the server: its settings, txn log and clock."""
+    config = SimpleNamespace(server_id=server_id, is_ensemble=True, tick_time_ms=TICK_MS,
+                             extended_types_enabled=False, enforce_quota=False)
+    return SimpleNamespace(config=config, datadir=SimpleNamespace(txnlog=log),
+                           clock=SYSTEM_CLOCK)
+
+
+class Term(Alone):
     def __init__(self):
         self.quorum_stats = QuorumStats()
         self.sent: list = []
@@ -85,48 +97,51 @@ def test_latency_since_the_txn_time_drops_a_clock_behind_the_leaders():
     assert (s.count, s.total, s.quantiles((0.5,))) == (2, 40, [20.0])
 
 
-def test_the_pipeline_of_each_role():
-    assert pipeline_class(Leader.standalone(1, 1, 0)) is Pipeline
-    assert pipeline_class(Leader(1, frozenset((1, 2, 3)), 1, 1, 0)) is LeaderPipeline
-    assert pipeline_class(Learner(2, 1, 1, 1, 0)) is LearnerPipeline
+def test_the_timing_of_each_role():
+    def timing(role):
+        return roles.for_role(ctx(Log(), 1), DataTree(), role, Term()).shell.timing
+
+    assert timing(Leader.standalone(1, 1, 0)) is None
+    assert type(timing(Leader(1, frozenset((1, 2, 3)), 1, 1, 0))) is LeaderTiming
+    assert type(timing(Learner(2, 1, 1, 1, 0))) is LearnerTiming
 
 
-def _synced_follower(shell: Shell, log: Log, history: Txn) -> tuple[Learner, LearnerPipeline]:
+def _synced_follower(shell: Term, log: Log, history: Txn) -> tuple[Learner, Pipeline]:
     """A follower through DIFF (one history txn, made long ago), NEWLEADER and UPTODATE."""
     learner = Learner(2, 1, 0, 0, 0, counters=shell.quorum_stats.counters)
-    pipeline = LearnerPipeline(DataTree(), learner, log, TICK_MS, 2, shell=shell)
-    pipeline.obey(learner.start())
+    pipeline = roles.learner(ctx(log, 2), DataTree(), learner, shell)
+    pipeline.shell.obey(learner.start())
     newleader = make_zxid(1, 0)
     for pkt in (q.packet(P.LEADERINFO, newleader, q.int_payload(q.PROTOCOL_VERSION)),
                 q.packet(P.DIFF, history.zxid),
                 q.packet(P.PROPOSAL, history.zxid, encode_proposal(history)),
                 q.packet(P.COMMIT, history.zxid),
                 q.packet(P.NEWLEADER, newleader)):
-        pipeline.obey(learner.step(pkt))
-    pipeline._on_synced(history.zxid)
-    pipeline.obey(learner.step(q.packet(P.UPTODATE)))
+        pipeline.shell.obey(learner.step(pkt))
+    pipeline.shell.on_persisted(history.zxid)
+    pipeline.shell.obey(learner.step(q.packet(P.UPTODATE)))
     assert shell.served and learner.phase == "broadcast"
     return learner, pipeline
 
 
 def test_a_follower_times_its_broadcast_proposals_acks_and_commits_not_its_sync():
-    shell, log = Shell(), Log()
+    shell, log = Term(), Log()
     qs = shell.quorum_stats
     learner, pipeline = _synced_follower(shell, log, create(make_zxid(0, 1), "/old", 1000))
     assert [s.count for s in (qs.proposal_latency, qs.proposal_ack_creation_latency,
                               qs.commit_propagation_latency, qs.propagation_latency)] == [0] * 4
     txns = [create(make_zxid(1, i), f"/n{i}", wall_ms() - AGE_MS) for i in (1, 2)]
-    pipeline.obey(Effects(persist=[]))  # nothing to time
+    pipeline.shell.obey(Effects(persist=[]))  # nothing to time
     for txn in txns:
-        pipeline.obey(learner.step(q.packet(P.PROPOSAL, txn.zxid, encode_proposal(txn))))
+        pipeline.shell.obey(learner.step(q.packet(P.PROPOSAL, txn.zxid, encode_proposal(txn))))
     assert qs.proposal_latency.count == 2 and qs.proposal_latency.total >= 2 * AGE_MS
     assert qs.proposal_ack_creation_latency.count == 0  # not durable yet: no ACK
-    pipeline._on_synced(txns[0].zxid)
+    pipeline.shell.on_persisted(txns[0].zxid)
     assert qs.proposal_ack_creation_latency.count == 1
-    pipeline._on_synced(txns[1].zxid)
+    pipeline.shell.on_persisted(txns[1].zxid)
     assert qs.proposal_ack_creation_latency.count == 2
     for txn in txns:
-        pipeline.obey(learner.step(q.packet(P.COMMIT, txn.zxid)))
+        pipeline.shell.obey(learner.step(q.packet(P.COMMIT, txn.zxid)))
     assert "/n2" in pipeline.tree.nodes
     for s in (qs.commit_propagation_latency, qs.propagation_latency):
         assert s.count == 2 and s.total >= 2 * AGE_MS
@@ -135,27 +150,27 @@ def test_a_follower_times_its_broadcast_proposals_acks_and_commits_not_its_sync(
 
 
 def test_an_observer_times_its_informs_as_commits():
-    shell, log = Shell(), Log()
+    shell, log = Term(), Log()
     qs = shell.quorum_stats
     learner = Learner(4, 1, 0, 0, 0, observer=True)
-    pipeline = LearnerPipeline(DataTree(), learner, log, TICK_MS, 4, shell=shell)
+    pipeline = roles.learner(ctx(log, 4), DataTree(), learner, shell)
     learner.phase = "broadcast"  # its sync is the follower's, above
     txn = create(make_zxid(1, 1), "/i", wall_ms() - AGE_MS)
-    pipeline.obey(learner.step(q.packet(P.INFORM, txn.zxid, encode_proposal(txn))))
-    pipeline._on_synced(txn.zxid)
+    pipeline.shell.obey(learner.step(q.packet(P.INFORM, txn.zxid, encode_proposal(txn))))
+    pipeline.shell.on_persisted(txn.zxid)
     assert qs.commit_propagation_latency.count == 1
     assert qs.proposal_latency.count == qs.proposal_ack_creation_latency.count == 0
 
 
 def test_an_ensemble_leader_times_its_own_ack_and_the_quorums():
-    shell, log = Shell(), Log()
+    shell, log = Term(), Log()
     qs = shell.quorum_stats
     leader = Leader(1, frozenset((1, 2, 3)), 1, 1, 0)
-    pipeline = LeaderPipeline(DataTree(), leader, log, TICK_MS, 1, shell=shell)
+    pipeline = roles.leader(ctx(log, 1), DataTree(), leader, shell)
     txn = create(make_zxid(1, 1), "/l", wall_ms() - AGE_MS)
-    pipeline.obey(Effects(persist=[txn]))
-    pipeline._on_synced(txn.zxid)  # the leader's own ACK; no quorum with it alone
+    pipeline.shell.obey(Effects(persist=[txn]))
+    pipeline.shell.on_persisted(txn.zxid)  # the leader's own ACK; no quorum with it alone
     assert qs.proposal_ack_creation_latency.count == 1 and qs.quorum_ack_latency.count == 0
-    pipeline.obey(Effects(deliver=[txn]))  # a follower's ACK made the quorum
+    pipeline.shell.obey(Effects(deliver=[txn]))  # a follower's ACK made the quorum
     assert qs.quorum_ack_latency.count == qs.propagation_latency.count == 1
     assert qs.quorum_ack_latency.total >= AGE_MS and "/l" in pipeline.tree.nodes

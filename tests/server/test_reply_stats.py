@@ -11,7 +11,7 @@ from zkcompat.bench.inproc import CountingTransport, open_session
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.node import build_standalone
+from zkcompat.peer.node import build_standalone
 from zkcompat.server.request import Request
 
 

@@ -6,7 +6,7 @@ import gc
 import sys
 
 from zkcompat.config import Config
-from zkcompat.node import GC_THRESHOLDS, GIL_SWITCH_INTERVAL_S, serve
+from zkcompat.peer.node import GC_THRESHOLDS, GIL_SWITCH_INTERVAL_S, serve
 
 
 def test_serve_sets_the_switch_interval_and_gc_thresholds(tmp_path):

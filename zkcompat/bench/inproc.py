@@ -27,7 +27,7 @@ from zkcompat.bench import wire
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
-from zkcompat.node import GC_THRESHOLDS, build_standalone
+from zkcompat.peer.node import GC_THRESHOLDS, build_standalone
 from zkcompat.server.connection import Connection
 
 try:  # the loop `zkcompat serve` runs on: its own cost is part of a 1x1 request's

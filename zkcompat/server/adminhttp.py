@@ -175,7 +175,8 @@ class AdminHttp:
 
     def observers(self, kwargs) -> dict:
         observers = [li for li in self.admin.learners() if li.observer]
-        conns = getattr(self.server.pipeline.shell, "conns", {}) if observers else {}
+        # The leader's term holds its learners' quorum connections.
+        conns = self.server.pipeline.shell.term.conns if observers else {}
         return {"synced_observers": len(observers),
                 "observers": [_learner_info(li, conns.get(li.sid)) for li in observers]}
 

@@ -8,7 +8,6 @@ A protocol violation closes this connection (with a logged reason) and nothing e
 import asyncio
 import logging
 import struct
-import time
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, KeeperState, OpCode
@@ -20,7 +19,7 @@ from zkcompat.jute.reply import encode_notification, encode_reply
 from zkcompat.security.enforce import is_authenticated
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
-from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
+from zkcompat.server.stats import OP_NAMES, ConnectionStats
 from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,6 @@ MULTI_WRITE_OPS = frozenset((
 _CLOSE_SESSION, _CHECK = OpCode.CLOSE_SESSION, OpCode.CHECK
 
 _REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
-_monotonic_ns = time.monotonic_ns  # stats.now_ms inlined where every request reads the clock
 
 # Frames a client may pipeline after its ConnectRequest, before the session exists.
 PRE_SESSION_FRAMES_MAX = 1000
@@ -157,7 +155,7 @@ class Connection(asyncio.Protocol):
             self.stats.received += n
             self.server.stats.packets_received += n
             # Every frame of one read arrived at once: one clock read.
-            t0_ms = _monotonic_ns() // 1_000_000
+            t0_ms = self.server.clock.mono_ms()
             if self._unread is not None:
                 self._unread += frames  # after those still waiting for the client to read
                 return
@@ -365,7 +363,7 @@ class Connection(asyncio.Protocol):
         if each had been counted when it was answered (the flush follows in the same
         callback): latency is the time from receipt to now."""
         t0s = self._replied_t0
-        t = _monotonic_ns() // 1_000_000
+        t = self.server.clock.mono_ms()
         n = len(t0s)
         lo, hi, total = t - max(t0s), t - min(t0s), n * t - sum(t0s)
         for lat in (self.stats.latency, self.server.stats.latency):
@@ -472,7 +470,7 @@ class Connection(asyncio.Protocol):
         if session.cnxn is not None and session.cnxn is not self:
             session.cnxn.close_after_flush("client reconnecting with this session id")
         session.cnxn = self
-        self.pipeline.tracker.set_timeout(session, timeout, now_ms())
+        self.pipeline.tracker.set_timeout(session, timeout, self.server.clock.mono_ms())
         self.session = session
         self._state = "open"
         self.send(self._connect_response_bytes(session.session_id, timeout,
@@ -500,9 +498,8 @@ class Connection(asyncio.Protocol):
         if self._state == "open":
             self._count_received()
 
-    @staticmethod
-    def _now_ms() -> int:
-        return _monotonic_ns() // 1_000_000
+    def _now_ms(self) -> int:
+        return self.server.clock.mono_ms()
 
     def _on_request(self, payload, t0_ms: int) -> None:
         """One request of the open session, received at t0_ms. What ZooKeeper submits
@@ -554,7 +551,7 @@ class Connection(asyncio.Protocol):
         session.last_active_ms = t0_ms
         if op == _CLOSE_SESSION and session.closing:
             return
-        req = Request(session.session_id, xid, op, record, self, self.auth_ids, t0_ms)
+        req = Request(session.session_id, xid, op, record, self, self.auth_ids, t0_ms, payload)
         if is_write is not None:
             req.is_write = is_write
         elif op == _CHECK:

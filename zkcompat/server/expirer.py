@@ -5,13 +5,7 @@ A session last active at t expires at the first multiple of tickTime after t + t
 """
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
-
-
-def _mono_ms() -> int:
-    # The clock the SessionTracker's buckets are on (pipeline._mono_ms).
-    return time.monotonic_ns() // 1_000_000
 
 
 def expirer_wait_ms(next_expiration_ms: int | None, now_ms: int, tick_ms: int) -> int:
@@ -23,10 +17,11 @@ def expirer_wait_ms(next_expiration_ms: int | None, now_ms: int, tick_ms: int) -
     return max(0, min(next_expiration_ms - now_ms, tick_ms))
 
 
-async def run_expirer(pipeline, tick_ms: int, *, clock_ms: Callable[[], int] = _mono_ms,
+async def run_expirer(pipeline, tick_ms: int, clock_ms: Callable[[], int], *,
                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
     """Call pipeline.expire_sessions() at every boundary of pipeline.tracker's buckets,
-    until cancelled. An early wake-up (a timer rounded down) just sleeps the rest."""
+    on the monotonic clock_ms the tracker's buckets are on (the server context's), until
+    cancelled. An early wake-up (a timer rounded down) just sleeps the rest."""
     assert tick_ms > 0, tick_ms
     while True:
         # Looked up each time: a role change may give the pipeline a new tracker.

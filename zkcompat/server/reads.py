@@ -7,7 +7,9 @@ checking existence and ACLs in ZooKeeper's order (FinalRequestProcessor).
 import struct
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import AddWatchMode, Code, EventType, OpCode, WatcherType
+from zkcompat.jute.constants import PING_XID, AddWatchMode, Code, EventType, OpCode, WatcherType
+from zkcompat.jute.reply import encode_reply
+from zkcompat.server.replies import MultiBody
 from zkcompat.server.request import THROTTLED_OP
 from zkcompat.tree.acl import (
     PERM_ADMIN,
@@ -19,6 +21,9 @@ from zkcompat.tree.acl import (
 )
 from zkcompat.tree.errors import KeeperError
 
+# module globals: enum attribute lookups are slow on the hot path (docs/measurements.md)
+_PING, _AUTH, _SASL, _WHO_AM_I, _MULTI_READ = (
+    OpCode.PING, OpCode.AUTH, OpCode.SASL, OpCode.WHO_AM_I, OpCode.MULTI_READ)
 _I32 = struct.Struct(">i")
 _NULL_BUFFER = _I32.pack(-1)
 
@@ -302,3 +307,27 @@ def _multi_get_data(server, req, rec, cnxn):
 
 
 MULTI_READ = {OpCode.GET_DATA: _multi_get_data, OpCode.GET_CHILDREN: _multi_get_children}
+
+
+def execute_read(server, req) -> bytes | None:
+    """The framed reply to a read (or ping, auth, SASL) of `req`'s session, from the tree
+    and watches of `server` (the apply stage); None when nobody waits for it."""
+    if req.cnxn is None:
+        return None
+    zxid = server.tree.last_processed_zxid
+    if req.type == _PING:
+        return encode_reply(PING_XID, zxid, 0, None)  # whatever xid the client used
+    if req.type == _AUTH:
+        return encode_reply(req.xid, 0, req.record, None)  # result decided at receipt
+    if req.type == _SASL:
+        return encode_reply(req.xid, 0, 0, req.record)  # processSasl answers zxid 0
+    try:
+        if req.record is None and req.type != _WHO_AM_I or req.has_npe_path():
+            # ZooKeeper answers an undecodable body or a null path with MARSHALLINGERROR.
+            raise KeeperError(Code.MARSHALLINGERROR)
+        body = READ[req.type](server, req, req.record, req.cnxn)
+    except KeeperError as e:
+        return encode_reply(req.xid, zxid, e.code, None)
+    if req.type == _MULTI_READ:
+        body = MultiBody(body)
+    return encode_reply(req.xid, zxid, 0, body)

@@ -1,5 +1,6 @@
 """Request: one client request on its way down the pipeline, decoded once."""
 
+import struct
 import time
 
 from zkcompat.jute import records as r
@@ -53,6 +54,11 @@ def mark_throttled(req: "Request") -> None:
     req.is_write = False
 
 
+# The wire around a request's body: RequestHeader{int xid; int type} before it, and
+# createSession's body on the quorum wire (Learner.request), which no client sends.
+REQUEST_HEADER_BYTES = 8
+CREATE_SESSION_BODY = struct.Struct(">i")  # the session timeout
+
 MULTI_OPS = frozenset((OpCode.MULTI, OpCode.MULTI_READ))
 # The body record of each client request (jute.ops): multi, auth and SASL have handlers of
 # their own; deleteContainer is a server op whose 3.9 body is the path as a buffer.
@@ -67,13 +73,15 @@ class Request:
     `cnxn` is the connection to answer on, or None for requests the server makes
     itself (a closeSession for an expired session). `reply` is filled when the
     request completes; the session's queue sends replies strictly in request order.
+    `payload` is the frame it was decoded from (header and body), which a learner
+    forwards to the leader as it is.
     """
 
     __slots__ = ("session_id", "xid", "type", "record", "cnxn", "auth_ids", "txn", "reply",
-                 "is_write", "t0_ms")
+                 "is_write", "t0_ms", "payload")
 
     def __init__(self, session_id: int, xid: int, type_: int, record, cnxn, auth_ids,
-                 t0_ms: int | None = None):
+                 t0_ms: int | None = None, payload: bytes | None = None):
         self.session_id = session_id
         self.xid = xid
         self.type = type_
@@ -84,6 +92,7 @@ class Request:
         self.reply: bytes | None = None
         self.is_write = type_ in WRITE_OPS
         self.t0_ms = time.monotonic_ns() // 1_000_000 if t0_ms is None else t0_ms
+        self.payload = payload
 
     def has_npe_path(self) -> bool:
         """A null path where ZooKeeper dereferences it before validating (create, delete and

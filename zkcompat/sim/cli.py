@@ -6,10 +6,8 @@
 Stdout depends only on the options (byte-identical from run to run); wall-clock figures
 (seeds/s) go to stderr. The exit status is 1 if any seed failed.
 
-Interface note: the server code reads its clocks through module globals (pipeline._wall_ms,
-pipeline._mono_ms, connection._monotonic_ns, connection.now_ms, run_expirer's clock_ms
-default); sim/loop.virtual_clock repoints them for a run. A `clock` handed to Pipeline and
-ServerContext would make that unnecessary.
+The servers read their clocks from their context (server/clock.py); the simulation gives
+each a sim/loop.VirtualClock, so nothing of the server code is patched for a run.
 """
 
 from __future__ import annotations

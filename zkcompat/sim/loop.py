@@ -4,13 +4,12 @@ one seed. Every callback is tagged with the simulated node it runs for, so a cra
 cancel everything that node still had scheduled.
 
     loop = VirtualLoop(network)        # create_server/create_connection go to `network`
-    with virtual_clock(loop): loop.run_until_complete(main())
+    run_virtual(loop, main())          # servers read VirtualClock(loop), given in their context
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import heapq
 import weakref
@@ -242,42 +241,27 @@ def _dead_handle(loop, callback, args, context) -> asyncio.Handle:
     return handle
 
 
-@contextlib.contextmanager
-def virtual_clock(loop: VirtualLoop):
-    """The server code reads wall and monotonic time through a few module globals; point
-    them at the loop's virtual clock for the run (see the interface note in cli.py), plus
-    the offsets of the node the code runs for (Node.wall_offset_ms, mono_offset_ms)."""
-    from zkcompat.server import connection, expirer, pipeline, roles
+class VirtualClock:
+    """The server's clock (server/clock.Clock) on the loop's virtual time, plus the offsets
+    of the node the code runs for (Node.wall_offset_ms, mono_offset_ms): every server
+    context of a simulation is given one."""
 
-    def wall_ms() -> int:
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: VirtualLoop):
+        self.loop = loop
+
+    def wall_ms(self) -> int:
         node = NODE.get()
-        return WALL_EPOCH_MS + loop.time_ms() + (node.wall_offset_ms if node else 0)
+        return WALL_EPOCH_MS + self.loop.time_ms() + (node.wall_offset_ms if node else 0)
 
-    def mono_ms() -> int:
+    def mono_ms(self) -> int:
         node = NODE.get()
-        return loop.time_ms() + (node.mono_offset_ms if node else 0)
+        return self.loop.time_ms() + (node.mono_offset_ms if node else 0)
 
-    def mono_ns() -> int:
+    def mono_ns(self) -> int:
         node = NODE.get()
-        return int(loop.time() * 1e9) + (node.mono_offset_ms * 1_000_000 if node else 0)
-
-    # roles.py imported pipeline._mono_ms by name: it needs its own patch.
-    patches = [(pipeline, "_wall_ms", wall_ms), (pipeline, "_mono_ms", mono_ms),
-               (roles, "_mono_ms", mono_ms),
-               (expirer, "_mono_ms", mono_ms), (connection, "_monotonic_ns", mono_ns),
-               (connection, "now_ms", mono_ms)]
-    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
-    for mod, name, fn in patches:
-        setattr(mod, name, fn)
-    # run_expirer's clock is a keyword default, bound when expirer.py was imported.
-    kwdefaults = expirer.run_expirer.__kwdefaults__
-    expirer.run_expirer.__kwdefaults__ = {**kwdefaults, "clock_ms": mono_ms}
-    try:
-        yield
-    finally:
-        for mod, name, fn in saved:
-            setattr(mod, name, fn)
-        expirer.run_expirer.__kwdefaults__ = kwdefaults
+        return int(self.loop.time() * 1e9) + (node.mono_offset_ms * 1_000_000 if node else 0)
 
 
 # A fixed "now" for the wall clock at virtual time 0 (2024-01-01T00:00:00Z): session ids
@@ -288,7 +272,6 @@ WALL_EPOCH_MS = 1_704_067_200_000
 def run_virtual(loop: VirtualLoop, main) -> object:
     asyncio.set_event_loop(loop)
     try:
-        with virtual_clock(loop):
-            return loop.run_until_complete(main)
+        return loop.run_until_complete(main)
     finally:
         asyncio.set_event_loop(None)

@@ -1,7 +1,7 @@
 """One simulated ensemble member: the real QuorumPeer (elect, lead or learn, install,
-serve, fast-forward), the real Pipeline and client Connection, on a simulated disk and
-network. Only construction differs from node.py: the epoch files, the data directory and
-the election's rng are the simulation's. A crash kills the node's every callback; a
+serve, fast-forward), each role's real chain of stages (peer/roles.py) and client
+Connection, on a simulated disk and network. Only construction differs from peer/node.py:
+the epoch files, the data directory, the clock and the election's rng are the simulation's. A crash kills the node's every callback; a
 restart recovers from what the disk holds, as a restarted process does.
 """
 
@@ -11,13 +11,13 @@ import asyncio
 import logging
 
 from zkcompat.config import Config, QuorumServer
-from zkcompat.node import ServerContext
-from zkcompat.quorum import QuorumPeer
+from zkcompat.peer import roles
+from zkcompat.peer.quorum_peer import QuorumPeer
 from zkcompat.server.connection import Connection
+from zkcompat.server.context import ServerContext
 from zkcompat.server.pipeline import Pipeline
-from zkcompat.server.roles import pipeline_class
 from zkcompat.sim.disk import SimDataDir, SimDisk, SimEpochs
-from zkcompat.sim.loop import Node, Teardown
+from zkcompat.sim.loop import Node, Teardown, VirtualClock
 from zkcompat.tree.digest import tree_digest
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.peer import zxid_epoch
@@ -173,7 +173,8 @@ class SimServer:
             return
         self.chain = self.recovered_chain()
         self.track(tree)
-        self.ctx = ctx = ServerContext(self.config, None, datadir, _NoSnapshotter(tree), tree)
+        self.ctx = ctx = ServerContext(self.config, None, datadir, _NoSnapshotter(tree), tree,
+                                       clock=VirtualClock(asyncio.get_running_loop()))
         ctx.connections = OrderedSet()
         ctx.admin = _NoAdmin()
         ctx.serving = False
@@ -248,14 +249,10 @@ class SimServer:
 
     # -- the pipeline of each term -----------------------------------------------------
 
-    def _build_pipeline(self, tree, peer, shell) -> Pipeline:
-        ctx = self.ctx
-        cls = pipeline_class(peer)
-        pipeline = cls(tree, peer, ctx.datadir.txnlog, self.config.tick_time_ms,
-                       self.sid, False, False, shell)
-        term = _TermWatch(self, pipeline, peer, shell)
-        pipeline.on_applied = term.applied
-        pipeline.on_fatal = term.fatal
+    def _build_pipeline(self, tree, peer, term) -> Pipeline:
+        pipeline = roles.for_role(self.ctx, tree, peer, term)
+        watch = _TermWatch(self, pipeline, peer)
+        pipeline.hook(watch.applied, watch.fatal)
         if isinstance(peer, Leader):
             self.cluster.trace(f"{self.host} leading epochs={self.disk.accepted_epoch}/"
                                f"{self.disk.current_epoch} zxid=0x{tree.last_processed_zxid:x}")
@@ -282,11 +279,10 @@ class _TermWatch:
     """What the cluster's checks hear from one term's pipeline: every applied batch (its
     zxid and tree digest), commits as leader, and a fatal stop (which crashes the node)."""
 
-    def __init__(self, server: SimServer, pipeline: Pipeline, peer, shell):
+    def __init__(self, server: SimServer, pipeline: Pipeline, peer):
         self.server = server
         self.pipeline = pipeline
         self.peer = peer
-        self.shell = shell
 
     def applied(self, n: int) -> None:
         s = self.server

@@ -2,8 +2,8 @@
 
 As ZooKeeper's QuorumPeer.run: every term starts from the local history (tree + log) and
 ends when the role gives up (no quorum, leader gone); client connections close with the
-term, so clients move on to a server that serves. A term's pipeline is the same Pipeline
-a standalone server runs, with the role's ZAB state machine as its peer.
+term, so clients move on to a server that serves. Each term's chain of stages is wired by
+peer/roles.py for the role the election gave this server.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from zkcompat.jute.election import ServerState
 from zkcompat.jute.errors import JuteError
 from zkcompat.security.quorum_sasl import QuorumAuthError, QuorumAuthServerExchange
 from zkcompat.server.expirer import run_expirer
-from zkcompat.server.pipeline import Pipeline
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
 from zkcompat.zab.election import Vote, quorum_config_bytes
@@ -26,7 +25,7 @@ from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
 from zkcompat.zab.links import Link, Listener
-from zkcompat.zab.peer import Effects, zxid_epoch
+from zkcompat.zab.peer import zxid_epoch
 from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
 log = logging.getLogger(__name__)
@@ -37,18 +36,17 @@ MODE_NAMES = {ServerState.LEADING: "leader", ServerState.FOLLOWING: "follower",
 
 
 class Term:
-    """One role's time in office: the pipeline's QuorumShell, and the way it ends."""
+    """One role's time in office: what its shell asks of the server around it (epochs,
+    install, sends to the other servers, serve, abandon), and the way it ends."""
 
     def __init__(self, peer: QuorumPeer):
         self.qp = peer
         self.ctx = peer.ctx
         self.ended = asyncio.Event()
         self.reason = ""
-        self.pipeline: Pipeline | None = None
+        self.pipeline = None  # server.pipeline.Pipeline: the role's chain of stages
         self.conns: dict[int, QuorumConnection] = {}
-        self.quorum_stats = peer.ctx.stats.quorum  # the role's pipeline times into it
-
-    # -- QuorumShell ------------------------------------------------------------------
+        self.quorum_stats = peer.ctx.stats.quorum  # the role's shell times into it
 
     def write_epochs(self, accepted, current) -> None:
         self.qp.epochs.write(accepted, current)
@@ -93,7 +91,7 @@ class QuorumPeer:
         self.config = config
         self.ctx = ctx
         self.datadir = datadir
-        self.build_pipeline = build_pipeline  # (tree, peer, shell) -> Pipeline
+        self.build_pipeline = build_pipeline  # (tree, role, term) -> Pipeline (None: read-only)
         self.sid = config.server_id
         self.me = config.servers[self.sid]
         self.observer = self.me.role == LearnerType.OBSERVER
@@ -158,7 +156,8 @@ class QuorumPeer:
         ctx.pipeline = self.build_pipeline(self.tree, None, None)
         ctx.mode = "read-only"
         ctx.serving = True
-        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, self.config.tick_time_ms))
+        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, self.config.tick_time_ms,
+                                                      ctx.clock.mono_ms))
         log.warning("event=serving_read_only zxid=0x%x reason=%r", self.tree.last_processed_zxid,
                     "no quorum found; readonlymode.enabled")
 
@@ -185,6 +184,7 @@ class QuorumPeer:
                         config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync,
                         counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
+        shell = pipeline.shell
         # Accepted, not yet identified by FOLLOWERINFO: closed with the term all the same
         # (ZooKeeper's LearnerHandler joins the leader's learners before it reads one), or
         # one arriving as the term ends is synced and served by a leader that is no more.
@@ -211,16 +211,16 @@ class QuorumPeer:
                     old.close("the learner connected again")
                 conn.sid = sid
                 term.conns[sid] = conn
-                pipeline.obey(leader.connected(sid, pkts[0]))
+                shell.obey(leader.connected(sid, pkts[0]))
                 pkts = pkts[1:]
             sid = conn.sid
-            obey_all(pipeline, (leader.step(sid, pkt) for pkt in pkts))
+            shell.obey_all(leader.step(sid, pkt) for pkt in pkts)
 
         def on_lost(conn):
             unidentified.pop(conn, None)
             if conn.sid is not None and term.conns.get(conn.sid) is conn:
                 del term.conns[conn.sid]
-                pipeline.obey(leader.gone(conn.sid))
+                shell.obey(leader.gone(conn.sid))
 
         authenticating: set[asyncio.Task] = set()
 
@@ -258,8 +258,8 @@ class QuorumPeer:
         server = Listener(cfg.quorum_tls, on_link, "quorum")
         await server.start(host, self.me.quorum_port)
         try:
-            pipeline.obey(leader.start())
-            await self._tick_until_ended(term, leader, pipeline)
+            shell.obey(leader.start())
+            await self._tick_until_ended(term, leader, shell)
         finally:
             await server.close()  # stops accepting; the connections accepted stay open
             for task in list(authenticating):
@@ -277,7 +277,7 @@ class QuorumPeer:
                           init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
                           counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, learner, term)
-        learner.touched = pipeline.touched
+        shell = pipeline.shell
         self.sync_started = None
         loop = asyncio.get_running_loop()
 
@@ -285,9 +285,9 @@ class QuorumPeer:
             if self.sync_started is None:  # LEADERINFO: discovery is over, sync begins
                 self.sync_started = loop.time()
             if snap_tree is not None:
-                pipeline.obey(learner.step(pkts[0], snap_tree))
+                shell.obey(learner.step(pkts[0], snap_tree))
                 return
-            obey_all(pipeline, (learner.step(pkt) for pkt in pkts))
+            shell.obey_all(learner.step(pkt) for pkt in pkts)
 
         def on_lost(conn):
             term.end("connection to the leader lost")
@@ -299,22 +299,22 @@ class QuorumPeer:
         conn.sid = leader_sid
         term.conns[leader_sid] = conn
         try:
-            pipeline.obey(learner.start())
-            await self._tick_until_ended(term, learner, pipeline)
+            shell.obey(learner.start())
+            await self._tick_until_ended(term, learner, shell)
         finally:
             conn.close("learner term ended")
 
-    async def _tick_until_ended(self, term: Term, role, pipeline: Pipeline) -> None:
+    async def _tick_until_ended(self, term: Term, role, shell) -> None:
         half_tick_s = self.config.tick_time_ms / 2000
         while not term.ended.is_set():
             try:
                 await asyncio.wait_for(term.ended.wait(), half_tick_s)
             except TimeoutError:
-                pipeline.obey(role.tick())
+                shell.obey(role.tick())
 
     # -- the term's effects on this server -------------------------------------------
 
-    def install(self, what, pipeline: Pipeline) -> None:
+    def install(self, what, pipeline) -> None:
         """TRUNC or SNAP from the leader: replace our history before anything else."""
         dd = self.datadir
         if what[0] == "trunc":
@@ -335,10 +335,10 @@ class QuorumPeer:
         tree.set_digest_enabled(self.config.digest_enabled)
         self.tree = tree
         self.ctx.tree = tree
-        pipeline.tree = tree
+        pipeline.set_tree(tree)
         self.ctx.snapshotter.tree = tree
 
-    def start_serving(self, pipeline: Pipeline) -> None:
+    def start_serving(self, pipeline) -> None:
         ctx = self.ctx
         if pipeline.leading:
             pipeline.restore_sessions()  # every session gets a full timeout from now
@@ -351,7 +351,8 @@ class QuorumPeer:
         self.elector.serve(self.state, Vote(v.leader, v.zxid, v.election_epoch,
                                             self.epochs.current, v.state))
         if pipeline.leading:
-            ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms))
+            ctx.expirer = asyncio.create_task(run_expirer(pipeline, self.config.tick_time_ms,
+                                                          ctx.clock.mono_ms))
         unavailable_ms, sync_ms = ctx.stats.quorum.serving(
             asyncio.get_running_loop().time(), pipeline.leading, self.observer, self.sync_started)
         log.info("event=serving mode=%s zxid=0x%x unavailable_ms=%d%s", ctx.mode,
@@ -386,31 +387,6 @@ class QuorumPeer:
             n += 1
         if n:
             log.info("event=log_fast_forwarded txns=%d zxid=0x%x", n, tree.last_processed_zxid)
-
-
-def obey_all(pipeline: Pipeline, effects) -> None:
-    """The effects of one read's packets, in as few pipeline calls as possible: runs of
-    plain ones (persist, send and deliver only: proposals, commits, ACKs) are merged in
-    order, so a read of many proposals is one log append and a read of many commits one
-    apply batch; any other effect is obeyed on its own, after the run before it."""
-    persist: list = []
-    send: list = []
-    deliver: list = []
-    for fx in effects:
-        if len(vars(fx)) > 3:
-            if persist or send or deliver:
-                pipeline.obey(Effects(persist, send, deliver))
-                persist, send, deliver = [], [], []
-            pipeline.obey(fx)
-            continue
-        if fx.persist:
-            persist += fx.persist
-        if fx.send:
-            send += fx.send
-        if fx.deliver:
-            deliver += fx.deliver
-    if persist or send or deliver:
-        pipeline.obey(Effects(persist, send, deliver))
 
 
 def _ignore_synced(zxid: int) -> None:

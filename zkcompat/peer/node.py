@@ -1,20 +1,19 @@
 """One server process, wired from a Config: standalone (an ensemble of one) or a member of
-an ensemble (zkcompat/quorum.py runs its terms); both serve through the same Pipeline."""
+an ensemble (peer/quorum_peer.py runs its terms); peer/roles.py wires each role's chain."""
 
 import asyncio
-import collections
 import contextlib
 import gc
 import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from zkcompat.config import Config
-from zkcompat.quorum import QuorumPeer
+from zkcompat.peer import roles
+from zkcompat.peer.quorum_peer import QuorumPeer
 from zkcompat.security import sasl as security_sasl
 from zkcompat.security import tls as security_tls
 from zkcompat.security import x509 as security_x509
@@ -25,14 +24,12 @@ from zkcompat.security.unified import UnifiedClientPort
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
 from zkcompat.server.connection import Connection
+from zkcompat.server.context import ServerContext
 from zkcompat.server.expirer import run_expirer
 from zkcompat.server.large_requests import LargeRequestConnection
-from zkcompat.server.limits import ClientLimits
-from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.metrics import metrics_app, registry_for
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
-from zkcompat.server.roles import pipeline_class
 from zkcompat.server.stats import ServerStats
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.snapshotter import Snapshotter
@@ -56,49 +53,15 @@ GIL_SWITCH_INTERVAL_S = 0.0001
 # and full-collection pauses of up to 400 ms by default; 26 µs and pauses of ~15-20 ms at
 # these values. Ephemeral create+delete: 9% fewer instructions per request (cachegrind).
 GC_THRESHOLDS = (50_000, 20, 100)
-# A standalone ZooKeeper tracks sessions as server 1 (createSessionTrackerServerId),
-# whatever its myid says; an ensemble member uses its myid.
-STANDALONE_SERVER_ID = 1
-# DataTree.DIGEST_LOG_INTERVAL and DIGEST_LOG_LIMIT: the hash command lists the digest at
-# every 128th zxid, the last 1024 of them.
+# DataTree.DIGEST_LOG_INTERVAL: the hash command lists the digest at every 128th zxid.
 DIGEST_LOG_INTERVAL = 128
-DIGEST_LOG_LIMIT = 1024
-
-
-@dataclass(eq=False)
-class ServerContext:
-    """What every connection of this server shares."""
-
-    config: Config
-    pipeline: Pipeline | None
-    datadir: DataDir
-    snapshotter: Snapshotter
-    tree: object = None
-    mode: str = "standalone"  # what srvr says: standalone, leader, follower, observer
-    serving: bool = True  # an ensemble member serves clients only while its role does
-    expirer: asyncio.Task | None = None
-    quorum_config: bytes | None = None  # an ensemble's membership, as ZooKeeper prints it
-    connections: set = field(default_factory=set)
-    admin: Admin | None = None
-    loopmon: LoopMonitor = field(default_factory=LoopMonitor)
-    stats: ServerStats = field(default_factory=ServerStats)
-    member: QuorumPeer | None = None  # an ensemble member's peer (leader, voting_view, ...)
-    sasl: SaslAuthenticator | None = None  # SASL on the client port (a JAAS Server section)
-    # (zxid, digest version, digest) at every DIGEST_LOG_INTERVAL-th zxid applied
-    digest_log: collections.deque = field(
-        default_factory=lambda: collections.deque(maxlen=DIGEST_LOG_LIMIT))
-    limits: ClientLimits | None = None  # connections and requests in flight, and their bounds
-
-    def __post_init__(self) -> None:
-        if self.limits is None:
-            self.limits = ClientLimits(self.config)
 
 
 def build_standalone(config: Config) -> ServerContext:
     ctx = _build(config)
     last = ctx.tree.last_processed_zxid
-    peer = Leader.standalone(STANDALONE_SERVER_ID, zxid_epoch(last), last)
-    ctx.pipeline = _pipeline(ctx, ctx.tree, peer)
+    leader = Leader.standalone(roles.STANDALONE_SERVER_ID, zxid_epoch(last), last)
+    ctx.pipeline = _hooked(ctx, roles.standalone(ctx, ctx.tree, leader), leading=False)
     ctx.pipeline.restore_sessions()
     return ctx
 
@@ -116,15 +79,13 @@ def _build(config: Config) -> ServerContext:
     return ctx
 
 
-def _pipeline(ctx: ServerContext, tree, peer, shell=None) -> Pipeline:
-    config = ctx.config
-    pipeline = pipeline_class(peer)(tree, peer, ctx.datadir.txnlog, config.tick_time_ms,
-                        config.server_id if config.is_ensemble else STANDALONE_SERVER_ID,
-                        config.extended_types_enabled,
-                        config.enforce_quota, shell)
-    pipeline.on_applied = _on_applied(ctx, pipeline, leading=config.is_ensemble and
-                                      isinstance(peer, Leader))
-    pipeline.on_fatal = _stop_acknowledging
+def _member_pipeline(ctx: ServerContext, tree, role, term) -> Pipeline:
+    """The chain of the role an ensemble member's term plays (None: read-only)."""
+    return _hooked(ctx, roles.for_role(ctx, tree, role, term), isinstance(role, Leader))
+
+
+def _hooked(ctx: ServerContext, pipeline: Pipeline, leading: bool) -> Pipeline:
+    pipeline.hook(_on_applied(ctx, pipeline, leading), _stop_acknowledging)
     return pipeline
 
 
@@ -217,7 +178,7 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         ctx.serving = False
         ctx.mode = "looking"
         member = QuorumPeer(config, ctx, ctx.datadir,
-                            lambda tree, peer, shell: _pipeline(ctx, tree, peer, shell))
+                            lambda tree, role, term: _member_pipeline(ctx, tree, role, term))
         ctx.member = member
         _timed_elections(member, ctx.stats)
     else:
@@ -239,7 +200,8 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         config.container_check_interval_ms, config.container_max_per_minute,
         config.container_max_never_used_ms))]
     if member is None:
-        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, config.tick_time_ms))
+        ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, config.tick_time_ms,
+                                                      ctx.clock.mono_ms))
         tasks.append(ctx.expirer)
     else:
         tasks.append(asyncio.create_task(member.run()))
