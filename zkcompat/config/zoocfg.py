@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from zkcompat import config_status
+from zkcompat.config import status as config_status
 from zkcompat.security import settings as security
 from zkcompat.server import limits as client_limits
 
-log = logging.getLogger(__name__)
+# Every module of config/ logs as "zkcompat.config": the one name operators filter on.
+log = logging.getLogger("zkcompat.config")
 
 TICK_TIME_DEFAULT_MS = 2000  # ZooKeeperServer.DEFAULT_TICK_TIME
 JUTE_MAXBUFFER_DEFAULT_BYTES = 0xFFFFF  # jute.maxbuffer
