@@ -24,6 +24,7 @@ from zkcompat.config import (
     QuorumServer,
     load,
     parse_properties,
+    servers,
     zoocfg,
 )
 from zkcompat.config import status as config_status
@@ -506,7 +507,7 @@ def test_quorum_is_a_majority_of_the_participants(tmp_path, voters, observers, q
     ],
 )
 def test_server_line_forms(value, expected):
-    assert zoocfg.parse_server("server.1", value) == expected
+    assert servers.parse_server("server.1", value) == expected
 
 
 @pytest.mark.parametrize(
