@@ -22,8 +22,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat import ensemble_cmd
 from zkcompat.bench import servers as bench_servers
+from zkcompat.cli import ensemble as ensemble_cmd
 
 from .conftest import SERVLET_API_JAR, http_get
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from zkcompat import cli_tools, logfmt
 from zkcompat import config as zkconfig
-from zkcompat.ensemble_cmd import ensemble as ensemble_group
+from zkcompat.cli import logfmt, tools
+from zkcompat.cli.ensemble import ensemble as ensemble_group
 from zkcompat.shell.main import shell as shell_command
 from zkcompat.sim.cli import sim as sim_command
 from zkcompat.store.datadir import RecoveryError
@@ -84,7 +84,7 @@ def bench(args) -> None:
     raise SystemExit(bench_main(list(args)))
 
 
-cli_tools.register(main)
+tools.register(main)
 main.add_command(ensemble_group)
 main.add_command(sim_command)
 main.add_command(shell_command)

@@ -34,7 +34,7 @@ GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket dis
 POLL_S = 0.25
 FOUR_LETTER_TIMEOUT_S = 2.0
 ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _LOG4J_CONSOLE = """\
 log4j.rootLogger=INFO, CONSOLE
