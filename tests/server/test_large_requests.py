@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from test_limits import FlowTransport, all_applied, replies, server
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.config import Config
 from zkcompat.config import limits as LS
 from zkcompat.config.limits import RequestThrottleSettings

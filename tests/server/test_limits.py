@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from zkcompat.bench import wire
-from zkcompat.bench.inproc import QuietTransport, open_session
+from bench import wire
+from bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config, ConfigError, load
 from zkcompat.config import limits as LS
 from zkcompat.config.limits import ConnectionThrottleSettings, RequestThrottleSettings

@@ -15,16 +15,6 @@ def main() -> None:
     """zkcompat: a coordination server that speaks the ZooKeeper client protocol."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bench(args) -> None:
-    """zkcompat vs Apache ZooKeeper side by side (scripts/bench; --help for options)."""
-    from zkcompat.bench.cli import main as bench_main  # noqa: PLC0415
-
-    raise SystemExit(bench_main(list(args)))
-
-
 main.add_command(serve_command)
 tools.register(main)
 main.add_command(ensemble_group)
