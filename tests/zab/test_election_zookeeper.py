@@ -3,8 +3,8 @@ package) on loopback. They must elect the same leader, read our connection heade
 notifications without complaint, and send us exactly the config bytes we would send.
 
 ZooKeeper servers are ManagedServers of bench/servers.py (its classpath and zoo.cfg come
-from zkcompat.cli.launch) and are stopped by their PIDs. Our server cannot follow or lead yet, so only the
-election is checked.
+from zkcompat.cli.launch) and are stopped by their PIDs. Our server cannot follow or lead
+yet, so only the election is checked.
 """
 
 from __future__ import annotations
