@@ -1,5 +1,5 @@
 # zkcompat as a drop-in for the official `zookeeper` image: the same ZOO_* variables,
-# volumes, ports and user; zoo.cfg and myid written on first start (zkcompat.container).
+# volumes, ports and user; zoo.cfg and myid written on first start (zkcompat.cli.container).
 #   docker build -t zkcompat .
 #   docker build --build-arg BASE_IMAGE=my-registry/python:3.11-slim -t zkcompat .
 # A base that already has zkcompat's dependencies: --build-arg INSTALL_DEPENDENCIES=no.
@@ -36,6 +36,6 @@ VOLUME ["/data", "/datalog", "/logs"]
 EXPOSE 2181 2888 3888 8080
 
 HEALTHCHECK --interval=10s --timeout=6s --start-period=5s --retries=3 \
-    CMD ["python", "-m", "zkcompat.container", "ruok"]
-ENTRYPOINT ["python", "-m", "zkcompat.container", "entrypoint"]
+    CMD ["python", "-m", "zkcompat.cli.container", "ruok"]
+ENTRYPOINT ["python", "-m", "zkcompat.cli.container", "entrypoint"]
 CMD ["python", "-m", "zkcompat", "serve", "--config", "/conf/zoo.cfg"]

@@ -41,7 +41,8 @@ def main() -> None:
         install_dependencies()
     compileall.compile_dir(SOURCE / "zkcompat", quiet=1)
     # Python, its dependencies and zkcompat must import; a broken base fails the build here.
-    subprocess.run([sys.executable, "-c", "import zkcompat.cli, zkcompat.container, zkcompat.peer.node"],
+    subprocess.run([sys.executable, "-c",
+                    "import zkcompat.cli.main, zkcompat.cli.container, zkcompat.peer.node"],
                    check=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
 
 

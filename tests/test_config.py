@@ -1,4 +1,4 @@
-"""zkcompat/config.py: zoo.cfg read as ZooKeeper 3.8 reads it, and `serve` obeying it.
+"""zkcompat/config/: zoo.cfg read as ZooKeeper 3.8 reads it, and `serve` obeying it.
 
 Unit tests of load()/Config/parse_properties, then end-to-end runs of
 `python -m zkcompat serve --config zoo.cfg`: a bad file stops it with the key named on
@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zkcompat import config
 from zkcompat.config import (
     Config,
     ConfigError,
@@ -25,7 +24,10 @@ from zkcompat.config import (
     QuorumServer,
     load,
     parse_properties,
+    servers,
+    zoocfg,
 )
+from zkcompat.config import status as config_status
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -141,7 +143,7 @@ KEY_CASES = {
     "zookeeper.admin.serverPort": ("9091", "admin_server_port", 9091),
     "admin.commandURL": ("/zk/", "admin_command_url", "/zk"),
     "zookeeper.admin.commandURL": ("/cmds", "admin_command_url", "/cmds"),
-    "metricsProvider.className": (config.PROMETHEUS_PROVIDER, "metrics_enabled", True),
+    "metricsProvider.className": (zoocfg.PROMETHEUS_PROVIDER, "metrics_enabled", True),
     "metricsProvider.httpHost": ("0.0.0.0", "metrics_http_host", "0.0.0.0"),
     "metricsProvider.httpPort": ("7001", "metrics_http_port", 7001),
     "metricsProvider.exportJvmInfo": ("false", "metrics_export_jvm_info", False),
@@ -152,10 +154,10 @@ KEY_CASE_NEEDS = {"standaloneEnabled": {"server.1": "127.0.0.1:2888:3888", "init
 
 
 def test_every_key_of_the_module_has_a_case():
-    """A key added to config._KEYS needs a line in KEY_CASES (and BAD_VALUES)."""
-    assert set(config._KEYS) == set(KEY_CASES), (
-        f"untested keys {sorted(set(config._KEYS) - set(KEY_CASES))}, "
-        f"stale cases {sorted(set(KEY_CASES) - set(config._KEYS))}"
+    """A key added to zoocfg._KEYS needs a line in KEY_CASES (and BAD_VALUES)."""
+    assert set(zoocfg._KEYS) == set(KEY_CASES), (
+        f"untested keys {sorted(set(zoocfg._KEYS) - set(KEY_CASES))}, "
+        f"stale cases {sorted(set(KEY_CASES) - set(zoocfg._KEYS))}"
     )
 
 
@@ -266,7 +268,7 @@ def test_min_session_timeout_above_max_is_refused():
         ("autopurge.purgeInterval", "0", "purge_interval_hours", 0),
         ("autopurge.snapRetainCount", "1", "snap_retain_count", 3),  # raised to 3
         ("tickTime", " 3000 ", "tick_time_ms", 3000),  # QuorumPeerConfig trims
-        ("4lw.commands.whitelist", "*", "four_letter_words", config.FOUR_LETTER_WORDS),
+        ("4lw.commands.whitelist", "*", "four_letter_words", zoocfg.FOUR_LETTER_WORDS),
     ],
 )
 def test_values_zookeeper_accepts(key, value, field, expected):
@@ -388,9 +390,7 @@ def test_all_not_implemented_keys_share_one_warning_line(caplog):
 
 def test_read_keys_and_not_implemented_keys_are_apart():
     """A key config reads must leave the not-implemented table (and the other way round)."""
-    from zkcompat import config_status
-
-    both = {k for k in config._KEYS if config_status.lookup(k) is not None
+    both = {k for k in zoocfg._KEYS if config_status.lookup(k) is not None
             and config_status.lookup(k).obeyed is None}
     # electionPortBindRetry's value is checked as ZooKeeper checks it, but no bind is retried.
     assert both == {"electionPortBindRetry", "zookeeper.electionPortBindRetry"}, (
@@ -398,14 +398,12 @@ def test_read_keys_and_not_implemented_keys_are_apart():
 
 
 def test_every_setting_is_in_the_readme_table():
-    from zkcompat import config_status
-
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("## zoo.cfg settings", 1)[1].split("\n## ", 1)[0]
     first_cells = re.findall(r"^\| ([^|]+) \|", table, re.M)
     listed = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
-    wanted = ({k for k in config._KEYS if not k.startswith("zookeeper.")}
-              | set(config_status.BY_KEY) | set(config._REFUSED) | {"server.N"})
+    wanted = ({k for k in zoocfg._KEYS if not k.startswith("zookeeper.")}
+              | set(config_status.BY_KEY) | set(zoocfg._REFUSED) | {"server.N"})
     wanted -= {"group", "weight"}
     wanted |= {"group.N", "weight.N"}
     assert wanted - listed == set(), f"missing from README: {sorted(wanted - listed)}"
@@ -414,7 +412,7 @@ def test_every_setting_is_in_the_readme_table():
 def test_ensemble_keys_are_read():
     for key in ("initLimit", "syncLimit", "standaloneEnabled", "admin.enableServer",
                 "admin.serverPort", "metricsProvider.className", "metricsProvider.httpPort"):
-        assert key in config._KEYS
+        assert key in zoocfg._KEYS
 
 
 # -- java.util.Properties ---------------------------------------------------------------------
@@ -509,7 +507,7 @@ def test_quorum_is_a_majority_of_the_participants(tmp_path, voters, observers, q
     ],
 )
 def test_server_line_forms(value, expected):
-    assert config.parse_server("server.1", value) == expected
+    assert servers.parse_server("server.1", value) == expected
 
 
 @pytest.mark.parametrize(

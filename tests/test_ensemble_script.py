@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zkcompat import ensemble_cmd
+from zkcompat.cli import ensemble as ensemble_cmd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "ensemble"

@@ -1,4 +1,4 @@
-"""zkcompat/logfmt.py and `serve --log-format/--log-level`: text stays key=value, json is
+"""zkcompat/cli/logfmt.py and `serve --log-format/--log-level`: text stays key=value, json is
 one object per line with the message's key=value pairs as fields."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from conformance_tests.servers import free_port
 from tests.conftest import REPO_ROOT, zkcompat_env
-from zkcompat import logfmt
+from zkcompat.cli import logfmt
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,3 +1,3 @@
-from zkcompat.cli import main
+from zkcompat.cli.main import main
 
 main()

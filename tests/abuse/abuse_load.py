@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 

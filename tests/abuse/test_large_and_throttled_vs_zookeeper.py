@@ -14,8 +14,8 @@ import pytest
 from abuse_load import open_raw_session
 from kazoo.client import KazooClient
 
+from bench import wire
 from conformance_tests.servers import HOST, four_letter_word
-from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
 from zkcompat.jute.framing import FrameReader

@@ -13,8 +13,8 @@ import time
 import pytest
 from abuse_load import open_raw_session
 
+from bench import wire
 from conformance_tests.servers import HOST
-from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.framing import FrameReader

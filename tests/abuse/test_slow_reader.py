@@ -25,7 +25,7 @@ from abuse_load import (
 )
 from kazoo.protocol.states import KazooState
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import AddWatchMode, OpCode
 from zkcompat.server.limits import UNSENT_BYTES_MAX

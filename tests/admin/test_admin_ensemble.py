@@ -17,7 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat import ensemble_cmd
+from zkcompat.cli import ensemble as ensemble_cmd
 
 from .conftest import PROMETHEUS_PROVIDER, http_get
 from .test_metrics import scrape, value

@@ -22,8 +22,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat import ensemble_cmd
-from zkcompat.bench import servers as bench_servers
+from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli import launch
 
 from .conftest import SERVLET_API_JAR, http_get
 
@@ -120,8 +120,8 @@ def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
     ensemble_cmd._write_files(ens)
     members = {sid: Member(m) for sid, m in ens.members.items()}
     try:
-        with mock.patch.object(bench_servers, "ZOOKEEPER_LOGGING_JARS",
-                               (*bench_servers.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
+        with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
+                               (*launch.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
             _start(ens, members, (FIRST_LEADER, OURS))
             _start(ens, members, (ZOOKEEPER,))
             assert _mode(ens, FIRST_LEADER) == "leader", "zkcompat's server 3 should lead first"

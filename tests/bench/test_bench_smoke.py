@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from zkcompat.bench import cli, scenarios, sessions
-from zkcompat.bench.loadgen import LoadPlan, run_load
-from zkcompat.bench.servers import ManagedEnsemble, ManagedServer
-from zkcompat.bench.workloads import WORKLOADS
+from bench import cli, scenarios, sessions
+from bench.loadgen import LoadPlan, run_load
+from bench.servers import ManagedEnsemble, ManagedServer
+from bench.workloads import WORKLOADS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_RUN_TIMEOUT_S = 120
@@ -165,7 +165,7 @@ def test_scale_plan():
 def test_tiny_scale_run_on_zkcompat_reports_every_check(tmp_path):
     out_json = tmp_path / "rows.json"
     result = subprocess.run(
-        [sys.executable, "-m", "zkcompat.bench", "--servers", "zkcompat", "--scale",
+        [sys.executable, "-m", "bench", "--servers", "zkcompat", "--scale",
          "--scale-sessions", "50", "--scale-hold", "3", "--scale-watches", "500",
          "--scale-fanout", "50", "--scale-rounds", "2", "--znodes", "500",
          "--workloads", "", "--fanout", "0", "--idle", "0", "--no-recovery",

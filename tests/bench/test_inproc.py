@@ -2,7 +2,7 @@
 
 import pytest
 
-from zkcompat.bench.inproc import measure
+from bench.inproc import measure
 
 
 @pytest.mark.parametrize("kind", ["get", "set", "ephemeral"])

@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 
 from conformance_tests.servers import free_port
 from tests.deploy.local_base import REPO_ROOT, build_tar
-from zkcompat import container
+from zkcompat.cli import container
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -154,7 +154,7 @@ def test_image_builds_and_a_compose_ensemble_answers_kazoo(docker, tmp_path):
         container.IMAGE_DEFAULTS
     assert image["User"] == "1000:1000"
     assert set(image["Volumes"]) == {"/data", "/datalog", "/logs"}
-    assert image["Healthcheck"]["Test"] == ["CMD", "python", "-m", "zkcompat.container", "ruok"]
+    assert image["Healthcheck"]["Test"] == ["CMD", "python", "-m", "zkcompat.cli.container", "ruok"]
     # The repository's own compose file is one docker-compose accepts.
     compose_tool = shutil.which("docker-compose")
     if compose_tool:

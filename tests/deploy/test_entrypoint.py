@@ -1,4 +1,4 @@
-"""zkcompat.container on the host: the zoo.cfg and myid it writes from the official ZooKeeper
+"""zkcompat.cli.container on the host: the zoo.cfg and myid it writes from the official ZooKeeper
 image's ZOO_* variables are the ones that image's docker-entrypoint.sh writes (the expected
 files below follow that script line by line), it never overwrites either, and what it
 writes is a config zkcompat serves (standalone, and as one of three)."""
@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from zkcompat import config, container
+from zkcompat import config
+from zkcompat.cli import container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -144,7 +145,7 @@ def test_what_it_writes_is_a_config_zkcompat_reads(tmp_path):
 
 def test_entrypoint_execs_the_command_after_writing(tmp_path):
     env = {**os.environ, **_dirs(tmp_path, 1), "ZOO_MY_ID": "4"}
-    done = subprocess.run([sys.executable, "-m", "zkcompat.container", "entrypoint",
+    done = subprocess.run([sys.executable, "-m", "zkcompat.cli.container", "entrypoint",
                            sys.executable, "-c", "import os; print(os.getpid())"],
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr

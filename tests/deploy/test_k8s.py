@@ -13,7 +13,8 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from zkcompat import config, container
+from zkcompat import config
+from zkcompat.cli import container
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,7 +56,7 @@ def test_statefulset_is_the_tutorials_shape(tmp_path):
     pod = sts["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsUser"] == container.IMAGE_UID
     (server,) = pod["containers"]
-    probe = ["python", "-m", "zkcompat.container", "ruok"]
+    probe = ["python", "-m", "zkcompat.cli.container", "ruok"]
     assert server["readinessProbe"]["exec"]["command"] == probe
     mounts = {m["mountPath"] for m in server["volumeMounts"]}
     assert mounts == {"/data", "/datalog"}

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zkcompat import ensemble_cmd
+from zkcompat.cli import ensemble as ensemble_cmd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ENSEMBLE_ARGV = [sys.executable, "-m", "zkcompat", "ensemble"]

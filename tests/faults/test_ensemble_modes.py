@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NotReadOnlyCallError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zkcompat.bench.failover import server_mode
+from bench.failover import server_mode
 
 REPO = Path(__file__).resolve().parents[2]
 ENSEMBLE_START_TIMEOUT_S = 120

@@ -34,9 +34,9 @@ from tls_servers import (
     whoami,
 )
 
+from bench import wire
 from conformance_tests.servers import HOST, four_letter_word
 from tests.certs import CLIENT_ID
-from zkcompat.bench import wire
 from zkcompat.security.unified import CLIENT_DETECTION_TIMEOUT_S
 
 pytestmark = pytest.mark.timeout(240)

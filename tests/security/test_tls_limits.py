@@ -22,8 +22,8 @@ from tls_servers import (
     tls_handshake,
 )
 
+from bench import wire
 from conformance_tests.servers import HOST
-from zkcompat.bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.framing import FrameReader

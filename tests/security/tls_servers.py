@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.security import make_acl
 
+from bench.wire import connect_request
 from conformance_tests import servers as conformance_servers
 from conformance_tests.servers import (
     HOST,
@@ -24,7 +25,6 @@ from conformance_tests.servers import (
     start_zkcompat,
     start_zookeeper,
 )
-from zkcompat.bench.wire import connect_request
 from zkcompat.security.tls import DEFAULT_SUITES
 from zkcompat.shell.wire import WhoAmI
 

@@ -9,7 +9,7 @@ import weakref
 
 import uvloop
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode

@@ -10,14 +10,15 @@ import asyncio
 import pytest
 from test_limits import FlowTransport, all_applied, replies, server
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.config import Config
+from zkcompat.config import limits as LS
+from zkcompat.config.limits import RequestThrottleSettings
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
 from zkcompat.server import limits as L
 from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.metrics import counters
-from zkcompat.server.throttle import RequestThrottleSettings
 
 THRESHOLD = 1000
 MAX_BYTES = 5000
@@ -53,19 +54,19 @@ def large_server(tmp_path):
 
 
 def test_the_settings_are_read_and_bad_values_replaced_as_zookeeper_replaces_them():
-    s = L.settings({"largeRequestThreshold": "1000", "zookeeper.largeRequestMaxBytes": "5000",
+    s = LS.settings({"largeRequestThreshold": "1000", "zookeeper.largeRequestMaxBytes": "5000",
                     "netty.server.outstandingHandshake.limit": "3",
                     "zookeeper.throttled_op_wait_time": "20"})
     assert (s.large_request_threshold, s.large_request_max_bytes) == (1000, 5000)
     assert s.outstanding_handshake_limit == 3
     assert s.request_throttle.throttled_op_wait_time_ms == 20
-    assert L.settings({}) == L.LimitSettings()
-    assert (L.LimitSettings().large_request_threshold, L.LimitSettings().large_request_max_bytes,
-            L.LimitSettings().outstanding_handshake_limit) == (-1, 100 * 1024 * 1024, -1)
+    assert LS.settings({}) == LS.LimitSettings()
+    assert (LS.LimitSettings().large_request_threshold, LS.LimitSettings().large_request_max_bytes,
+            LS.LimitSettings().outstanding_handshake_limit) == (-1, 100 * 1024 * 1024, -1)
     # setLargeRequestThreshold: 0 or below -1 is -1; setLargeRequestMaxBytes: <= 0 keeps 100 MB
     for bad in ("0", "-2"):
-        assert L.settings({"largeRequestThreshold": bad}).large_request_threshold == -1
-    assert L.settings({"largeRequestMaxBytes": "0"}).large_request_max_bytes == 100 * 1024 * 1024
+        assert LS.settings({"largeRequestThreshold": bad}).large_request_threshold == -1
+    assert LS.settings({"largeRequestMaxBytes": "0"}).large_request_max_bytes == 100 * 1024 * 1024
 
 
 def test_large_requests_count_until_answered_and_one_past_the_maximum_closes(tmp_path):
@@ -156,7 +157,7 @@ def test_auth_packets_are_never_counted(tmp_path):
 def test_only_a_server_with_a_threshold_counts_large_requests():
     """node._listen makes LargeRequestConnections only when this holds."""
     assert not L.ClientLimits(Config()).large_requests_counted
-    assert L.ClientLimits(Config(limits=L.LimitSettings(large_request_threshold=1)))\
+    assert L.ClientLimits(Config(limits=LS.LimitSettings(large_request_threshold=1)))\
         .large_requests_counted
 
 
@@ -228,7 +229,7 @@ def test_without_a_wait_time_nothing_is_throttled(tmp_path):
 
 @pytest.mark.parametrize("limit", [-1, 0, 2])
 def test_handshakes_past_the_limit_are_refused_and_counted(limit):
-    limits = L.ClientLimits(Config(limits=L.LimitSettings(outstanding_handshake_limit=limit)))
+    limits = L.ClientLimits(Config(limits=LS.LimitSettings(outstanding_handshake_limit=limit)))
     started = [limits.handshake_started() for _ in range(3)]
     if limit > 0:
         assert started == [True, True, False] and limits.tls_handshakes_exceeded == 1

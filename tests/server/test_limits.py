@@ -9,19 +9,17 @@ import struct
 
 import pytest
 
-from zkcompat.bench import wire
-from zkcompat.bench.inproc import QuietTransport, open_session
+from bench import wire
+from bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config, ConfigError, load
+from zkcompat.config import limits as LS
+from zkcompat.config.limits import ConnectionThrottleSettings, RequestThrottleSettings
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.peer.node import build_standalone
 from zkcompat.server import limits as L
 from zkcompat.server.connection import OUT_SPILL_BYTES, Connection
-from zkcompat.server.throttle import (
-    ConnectionThrottle,
-    ConnectionThrottleSettings,
-    RequestThrottleSettings,
-)
+from zkcompat.server.throttle import ConnectionThrottle
 
 _HDR = struct.Struct(">iiqi")  # frame length, then ReplyHeader{xid, zxid, err}
 DATA = b"d" * 100
@@ -49,7 +47,7 @@ def test_the_bucket_empties_then_refills_fill_count_per_fill_time():
 
 
 def test_a_weighted_session_needs_its_weight_and_the_bucket_counts_global_sessions():
-    s = L.settings({"connection_throttle_tokens": "2", "connection_throttle_fill_count": "1",
+    s = LS.settings({"connection_throttle_tokens": "2", "connection_throttle_fill_count": "1",
                     "connection_throttle_weight_enabled": "true"})
     t = ConnectionThrottle(s.connection_throttle, now_ms=0)
     assert (t.max_tokens, t.fill_count) == (6, 3)  # BlueThrottle: weight x tokens, x fill_count
@@ -117,14 +115,14 @@ def test_a_bucket_that_never_refills_stops_start_up():
 
 
 def test_weights_are_replaced_as_blue_throttle_replaces_them():
-    c = L.settings({"connection_throttle_global_session_weight": "0",
+    c = LS.settings({"connection_throttle_global_session_weight": "0",
                     "connection_throttle_local_session_weight": "2",
                     "connection_throttle_renew_session_weight": "1"}).connection_throttle
     assert (c.global_session_weight, c.local_session_weight, c.renew_session_weight) == (3, 2, 2)
 
 
 def test_negative_max_cnxns_means_none():
-    assert L.settings({"maxCnxns": "-5"}).max_cnxns == 0
+    assert LS.settings({"maxCnxns": "-5"}).max_cnxns == 0
 
 
 @pytest.mark.parametrize("limit, voters, ensemble, expected",
@@ -137,7 +135,7 @@ def test_an_ensemble_member_shares_the_limit_among_the_other_voters(limit, voter
 
 def test_connections_per_address_and_in_all():
     limits = L.ClientLimits(Config(max_client_cnxns=2,
-                                   limits=L.LimitSettings(max_cnxns=3)))
+                                   limits=LS.LimitSettings(max_cnxns=3)))
     assert limits.admit("10.0.0.1", 0) is None and limits.admit("10.0.0.1", 1) is None
     assert "from 10.0.0.1 - max is 2" in limits.admit("10.0.0.1", 2)
     assert limits.admit("10.0.0.2", 2) is None
@@ -228,7 +226,7 @@ def sets(first_xid: int, n: int, path: str = "/n") -> bytes:
 
 
 def server(tmp_path, **limits):
-    cfg = Config(data_dir=tmp_path, force_sync=False, limits=L.LimitSettings(**limits))
+    cfg = Config(data_dir=tmp_path, force_sync=False, limits=LS.LimitSettings(**limits))
     return build_standalone(cfg)
 
 

@@ -4,8 +4,8 @@ applied txns), one write per connection, not one event-loop turn later."""
 import asyncio
 import struct
 
-from zkcompat.bench import wire
-from zkcompat.bench.inproc import QuietTransport, open_session
+from bench import wire
+from bench.inproc import QuietTransport, open_session
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode

@@ -6,8 +6,8 @@ the flush writes."""
 import asyncio
 import time
 
-from zkcompat.bench import wire
-from zkcompat.bench.inproc import CountingTransport, open_session
+from bench import wire
+from bench.inproc import CountingTransport, open_session
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode

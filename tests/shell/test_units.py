@@ -244,6 +244,6 @@ def test_zkcompat_starts_without_importing_kazoo() -> None:
 
     from tests.shell.helpers import shell_env
 
-    code = "import sys, zkcompat.cli; sys.exit(1 if 'kazoo' in sys.modules else 0)"
+    code = "import sys, zkcompat.cli.main; sys.exit(1 if 'kazoo' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], env=shell_env(),
                           timeout=60).returncode == 0

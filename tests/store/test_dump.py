@@ -10,7 +10,7 @@ import plyvel
 import pytest
 from click.testing import CliRunner
 
-from zkcompat import cli_tools
+from zkcompat.cli import tools as cli_tools
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
 from zkcompat.store import dump

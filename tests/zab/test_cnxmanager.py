@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from zkcompat.bench.servers import HOST, free_port
+from bench.servers import HOST, free_port
 from zkcompat.jute.election import (
     ConnectionHeaderReader,
     ElectionFrameReader,

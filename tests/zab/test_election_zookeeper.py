@@ -2,9 +2,9 @@
 package) on loopback. They must elect the same leader, read our connection headers and
 notifications without complaint, and send us exactly the config bytes we would send.
 
-ZooKeeper servers are ManagedServers of zkcompat.bench.servers (its classpath and zoo.cfg)
-and are stopped by their PIDs. Our server cannot follow or lead yet, so only the
-election is checked.
+ZooKeeper servers are ManagedServers of bench/servers.py (its classpath and zoo.cfg come
+from zkcompat.cli.launch) and are stopped by their PIDs. Our server cannot follow or lead
+yet, so only the election is checked.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from zkcompat.bench.servers import ENSEMBLE_CFG, HOST, ZOOKEEPER_HOME, ManagedServer, free_port
+from bench.servers import ENSEMBLE_CFG, HOST, ManagedServer, free_port
+from zkcompat.cli.launch import ZOOKEEPER_HOME
 from zkcompat.jute.election import Notification, ServerState
 from zkcompat.zab.election import QuorumServer, Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector

@@ -12,8 +12,8 @@ import random
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from zkcompat.config.limits import ConnectionThrottleSettings, RequestThrottleSettings
 from zkcompat.jute.constants import OpCode
 from zkcompat.server.request import mark_throttled
 from zkcompat.server.stats import Summary
@@ -26,24 +26,6 @@ _CLOSE_SESSION = OpCode.CLOSE_SESSION
 # order with the rest, and are never marked either.
 _NOT_THROTTLABLE = frozenset((OpCode.PING, OpCode.CLOSE_SESSION, OpCode.CREATE_SESSION,
                               OpCode.AUTH, OpCode.SASL))
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionThrottleSettings:
-    """zookeeper.connection_throttle_*, as BlueThrottle's static initialiser resolves them:
-    with weights on, tokens and fill_count are counted in global-session weights."""
-
-    tokens: int = 0  # 0: no throttle
-    fill_time_ms: int = 1
-    fill_count: int = 1
-    freeze_time_ms: int = -1  # -1: no random drops (BLUE off)
-    drop_increase: float = 0.02
-    drop_decrease: float = 0.002
-    decrease_ratio: float = 0.0
-    weight_enabled: bool = False
-    global_session_weight: int = 3
-    local_session_weight: int = 1
-    renew_session_weight: int = 2
 
 
 class ConnectionThrottle:
@@ -125,20 +107,6 @@ class ConnectionThrottle:
 def _java_round(x: float) -> int:
     """Math.round: half up (Python's round is half to even)."""
     return int((x + 0.5) // 1)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestThrottleSettings:
-    """zookeeper.request_throttle_* and the Request.isStale checks it applies."""
-
-    max_requests: int = 0  # 0: no throttle
-    stall_time_ms: int = 100
-    drop_stale: bool = True
-    stale_connection_check: bool = True  # zookeeper.request_stale_connection_check
-    stale_latency_check: bool = False  # zookeeper.request_stale_latency_check
-    # zookeeper.throttled_op_wait_time (ZooKeeperServer): a request that waited longer than
-    # this is answered THROTTLEDOP instead of being carried out; 0: never.
-    throttled_op_wait_time_ms: int = 0
 
 
 class RequestThrottler:

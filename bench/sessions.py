@@ -18,11 +18,11 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 
-from zkcompat.bench import wire
-from zkcompat.bench.loadgen import LoadPlan, run_load, total_cpu_seconds, total_rss_bytes
-from zkcompat.bench.scenarios import MB, SATURATED, Row
-from zkcompat.bench.servers import Target, raise_nofile_limit
-from zkcompat.bench.workloads import GetDataWorkload
+from bench import wire
+from bench.loadgen import LoadPlan, run_load, total_cpu_seconds, total_rss_bytes
+from bench.scenarios import MB, SATURATED, Row
+from bench.servers import Target, raise_nofile_limit
+from bench.workloads import GetDataWorkload
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import EventType, OpCode
 

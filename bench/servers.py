@@ -6,7 +6,8 @@ Both managed kinds get the same zoo.cfg: forceSync=yes, the same snapCount and t
 no per-address connection limit; an ensemble's members also get the same server.N lines,
 initLimit and syncLimit, and each its myid. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX
 per server. All inherit this process's open-file limit, raised to the hard limit before
-they start. Processes are ended by their PID only.
+they start. Processes are ended by their PID only. That zoo.cfg and ZooKeeper's classpath
+come from zkcompat.cli.launch, which `zkcompat ensemble` starts its servers with too.
 """
 
 from __future__ import annotations
@@ -24,38 +25,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcompat.bench import wire
+from bench import wire
+from zkcompat.cli.launch import (
+    BASE_CFG,
+    ENSEMBLE_CFG,
+    HOST,
+    ZOOKEEPER_HEAP_MAX,
+    ZOOKEEPER_MAIN,
+    ZOOKEEPER_QUORUM_MAIN,
+    zookeeper_classpath,
+)
 
-HOST = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ZOOKEEPER_HOME = Path("/usr/share/zookeeper")
-JAVA_SHARE = Path("/usr/share/java")
-ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
-ZOOKEEPER_QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # The kinds this run can start as an ensemble.
 ENSEMBLE_KINDS = ("zkcompat", "zookeeper")
 ENSEMBLE_SIZES = (3, 5, 7)
-ENSEMBLE_CFG = {"initLimit": 10, "syncLimit": 5}  # ticks, as ZooKeeper's sample zoo.cfg
-ZOOKEEPER_HEAP_MAX = "-Xmx1g"
-ZOOKEEPER_LOGGING_JARS = ("slf4j-log4j12.jar", "log4j-1.2.jar")
-# Debian's zookeeper.jar names netty's buffer, common, handler and transport jars in its
-# Class-Path but not codec and resolver, which ZooKeeper's TLS needs too: without them a
-# TLS election port's listener thread dies of NoClassDefFoundError at its first connection
-# (UnifiedServerSocket calls Netty's SslHandler), silently.
-ZOOKEEPER_NETTY_JARS = ("netty-codec.jar", "netty-resolver.jar")
 START_TIMEOUT_S = 900.0  # recovering a million znodes can take minutes
 STOP_GRACE_S = 60.0  # ZooKeeper and zkcompat both finish quickly on SIGTERM
 JCMD_TIMEOUT_S = 60.0  # a full GC of a 1 GB heap takes a second or two
-
-BASE_CFG = {
-    "tickTime": 2000,
-    "clientPortAddress": HOST,
-    "maxClientCnxns": 0,  # every bench session comes from 127.0.0.1
-    "forceSync": "yes",
-    "snapCount": 100_000,
-    "admin.enableServer": "false",
-    "4lw.commands.whitelist": "*",
-}
 
 _LOG4J = """\
 log4j.rootLogger=INFO, FILE
@@ -127,25 +114,6 @@ class Target:
     @property
     def pids(self) -> list[int]:
         return [s.pid for s in self.servers]
-
-
-def zookeeper_classpath() -> str:
-    """The jars Debian's zkEnv.sh puts on CLASSPATH, plus a log4j binding."""
-    jars: list[str] = []
-    try:
-        text = (ZOOKEEPER_HOME / "bin" / "zkEnv.sh").read_text()
-        m = re.search(r'^CLASSPATH="?([^"\n]*)"?', text, re.MULTILINE)
-        if m:
-            jars = [p for p in m.group(1).split(":") if p.endswith(".jar")]
-    except OSError:
-        pass
-    if not jars:
-        jars = [str(JAVA_SHARE / "zookeeper.jar")]
-    jars += [str(JAVA_SHARE / j) for j in (*ZOOKEEPER_LOGGING_JARS, *ZOOKEEPER_NETTY_JARS)]
-    missing = [j for j in jars if not Path(j).exists()]
-    if missing:
-        raise RuntimeError(f"ZooKeeper jars missing: {missing}; run scripts/install-zookeeper")
-    return ":".join(jars)
 
 
 @dataclass

@@ -21,6 +21,14 @@ from pathlib import Path
 
 import click
 
+from zkcompat.cli.launch import (
+    BASE_CFG,
+    ENSEMBLE_CFG,
+    ZOOKEEPER_HEAP_MAX,
+    ZOOKEEPER_QUORUM_MAIN,
+    zookeeper_classpath,
+)
+
 HOST = "127.0.0.1"
 STATE_FILE = "ensemble.json"
 KINDS = ("zkcompat", "zookeeper")
@@ -34,7 +42,7 @@ GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket dis
 POLL_S = 0.25
 FOUR_LETTER_TIMEOUT_S = 2.0
 ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _LOG4J_CONSOLE = """\
 log4j.rootLogger=INFO, CONSOLE
@@ -282,8 +290,6 @@ def _settings(pairs: tuple[str, ...]) -> dict:
 
 
 def _cfg_text(ensemble: Ensemble, member: Member) -> str:
-    from zkcompat.bench.servers import BASE_CFG, ENSEMBLE_CFG  # noqa: PLC0415
-
     settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
                 "clientPort": member.client_port, "clientPortAddress": HOST, **member.settings}
     if member.observer:
@@ -306,12 +312,6 @@ def _write_files(ensemble: Ensemble) -> None:
 def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if kind == "zookeeper":
-        from zkcompat.bench.servers import (  # noqa: PLC0415
-            ZOOKEEPER_HEAP_MAX,
-            ZOOKEEPER_QUORUM_MAIN,
-            zookeeper_classpath,
-        )
-
         log4j = Path(member.data_dir) / "log4j.properties"
         log4j.write_text(_LOG4J_CONSOLE)
         # zkServer.sh puts SERVER_JVMFLAGS on java's command line (a JAAS file, say);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from zkcompat.bench.scenarios import Row
+from bench.scenarios import Row
 
 RATIO = ("zkcompat", "zookeeper")
 

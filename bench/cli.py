@@ -41,8 +41,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from zkcompat.bench import failover, report, scale, scenarios, sessions
-from zkcompat.bench.servers import (
+from bench import failover, report, scale, scenarios, sessions
+from bench.servers import (
     ENSEMBLE_KINDS,
     ENSEMBLE_SIZES,
     ManagedEnsemble,
@@ -50,7 +50,7 @@ from zkcompat.bench.servers import (
     Target,
     parse_connect_string,
 )
-from zkcompat.bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
+from bench.workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args == ["ruok"]:
         raise SystemExit(ruok(os.environ))
     else:
-        raise SystemExit("usage: python -m zkcompat.container entrypoint CMD... | ruok")
+        raise SystemExit("usage: python -m zkcompat.cli.container entrypoint CMD... | ruok")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from zkcompat.bench import wire
+from bench import wire
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, CreateMode, OpCode
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkcompat.bench import scenarios, sessions
-from zkcompat.bench.loadgen import LoadPlan, cpu_seconds, rss_bytes, run_load
-from zkcompat.bench.scenarios import MB, RSS_SETTLE_S, ClientShape, Row
-from zkcompat.bench.servers import ManagedServer
-from zkcompat.bench.workloads import CreateWorkload, SessionSlot
+from bench import scenarios, sessions
+from bench.loadgen import LoadPlan, cpu_seconds, rss_bytes, run_load
+from bench.scenarios import MB, RSS_SETTLE_S, ClientShape, Row
+from bench.servers import ManagedServer
+from bench.workloads import CreateWorkload, SessionSlot
 
 # kazoo's default session timeout; a client pings every third of it
 SESSION_TIMEOUT_MS = 10_000

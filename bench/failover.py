@@ -13,8 +13,8 @@ import socket
 import statistics
 import time
 
-from zkcompat.bench.scenarios import Row
-from zkcompat.bench.servers import HOST, ManagedEnsemble
+from bench.scenarios import Row
+from bench.servers import HOST, ManagedEnsemble
 
 ROUNDS_DEFAULT = 5
 WRITE_TIMEOUT_S = 0.25  # one write's wait; a failed one is retried at once

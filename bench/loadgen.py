@@ -17,8 +17,8 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
-from zkcompat.bench import wire
-from zkcompat.bench.workloads import SessionSlot, Workload
+from bench import wire
+from bench.workloads import SessionSlot, Workload
 from zkcompat.jute.framing import FrameReader
 
 RECV_BYTES = 1 << 18

@@ -10,10 +10,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcompat.bench import wire
-from zkcompat.bench.loadgen import LoadPlan, run_load
-from zkcompat.bench.servers import ManagedServer, Target
-from zkcompat.bench.workloads import WORKLOADS, CreateWorkload
+from bench import wire
+from bench.loadgen import LoadPlan, run_load
+from bench.servers import ManagedServer, Target
+from bench.workloads import WORKLOADS, CreateWorkload
 
 MB = 1 << 20
 RSS_SETTLE_S = 2.0  # let a just-loaded server finish what it does after the last reply

@@ -1,4 +1,4 @@
-"""The `zkcompat` command."""
+"""`zkcompat serve`: one server, standalone or a member of the ensemble its zoo.cfg names."""
 
 import asyncio
 import sys
@@ -6,11 +6,8 @@ from pathlib import Path
 
 import click
 
-from zkcompat import cli_tools, logfmt
 from zkcompat import config as zkconfig
-from zkcompat.ensemble_cmd import ensemble as ensemble_group
-from zkcompat.shell.main import shell as shell_command
-from zkcompat.sim.cli import sim as sim_command
+from zkcompat.cli import logfmt
 from zkcompat.store.datadir import RecoveryError
 
 
@@ -18,12 +15,7 @@ def _setup_logging(level: str, fmt: str = "text") -> None:
     logfmt.setup(level, fmt, sys.stderr)
 
 
-@click.group()
-def main() -> None:
-    """zkcompat: a coordination server that speaks the ZooKeeper client protocol."""
-
-
-@main.command()
+@click.command()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False,
               path_type=Path), help="A ZooKeeper zoo.cfg.")
 @click.option("--port", type=int, help="clientPort (overrides the config).")
@@ -72,22 +64,3 @@ def serve(config_path, port, address, data_dir, log_level, log_format) -> None:
     except OSError as e:
         raise click.ClickException(f"cannot listen on {cfg.client_port_address}:"
                                    f"{cfg.client_port}: {e}") from None
-
-
-@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bench(args) -> None:
-    """zkcompat vs Apache ZooKeeper side by side (scripts/bench; --help for options)."""
-    from zkcompat.bench.cli import main as bench_main  # noqa: PLC0415
-
-    raise SystemExit(bench_main(list(args)))
-
-
-cli_tools.register(main)
-main.add_command(ensemble_group)
-main.add_command(sim_command)
-main.add_command(shell_command)
-
-if __name__ == "__main__":
-    main()

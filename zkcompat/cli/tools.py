@@ -1,7 +1,7 @@
 """Offline tools on a stopped server's data: `log dump`, `snapshot dump`, `import-zookeeper`.
 
 `register(main)` adds them to the `zkcompat` click group (idempotent; an existing `log` or
-`snapshot` group of the same name gets the subcommands); cli.py does so.
+`snapshot` group of the same name gets the subcommands); cli/main.py does so.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from zkcompat import config as zkconfig
-from zkcompat import logfmt
+from zkcompat.cli import logfmt
 from zkcompat.store.progress import LogProgress
 
 _DIR = click.Path(file_okay=False, path_type=Path)

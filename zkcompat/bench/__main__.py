@@ -1,3 +1,0 @@
-from zkcompat.bench.cli import main
-
-raise SystemExit(main())
