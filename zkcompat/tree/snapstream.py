@@ -302,8 +302,8 @@ class SnapReader:
     /zookeeper/config from its own configuration after the load.
     """
 
-    # The loader may gc.disable() around a SNAP and gc.freeze() after it: collections
-    # over the new ZNodes are a third of the time (docs/measurements.md).
+    # A loader may gc.disable() around a SNAP: collections are a third of its time
+    # (docs/measurements.md), and gc.freeze() after it.
 
     def __init__(self, zxid: int = 0, *, signature: bool = True,
                  length_max_bytes: int = LENGTH_MAX_BYTES,
