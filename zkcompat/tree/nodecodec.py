@@ -38,8 +38,8 @@ END_OF_NODES = b"/"  # DataTree.serializeNodes: the path "/" marks the end of th
 LENGTH_ANY = 0x7FFFFFFF  # no bound on a length but what an int can say
 
 _INT = struct.Struct(">i")
-_STAT_PERSISTED = "qqqqiiiqq"  # czxid, mzxid, ctime, mtime, version, cversion, aversion,
-#                                ephemeralOwner, pzxid
+# StatPersisted: czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, pzxid
+_STAT_PERSISTED = "qqqqiiiqq"
 _NULL_LENGTH = _INT.pack(-1)
 
 # (path, node, offset after it): a node; (None, None, offset after it): the end mark.
