@@ -142,7 +142,8 @@ def _own_snapshot_mismatch(log: str) -> int:
         return 0
     snap = read_snapshot(Path(loading.split()[2]))
     digest_zxid = snap.digest[0]
-    past = [n.path for n in snap.nodes if max(n.czxid, n.mzxid, n.pzxid) > digest_zxid]
+    past = [path for path, n in snap.nodes.items()
+            if max(n.czxid, n.mzxid, n.pzxid) > digest_zxid]
     assert past, f"ZooKeeper's {snap.path.name} disagrees with its digest at 0x{digest_zxid:x}"
     return 1
 

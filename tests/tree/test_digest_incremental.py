@@ -354,8 +354,7 @@ def scripted_txns(s: Script) -> None:
         s.tree.apply(Txn(r.TxnHeader(session, 1, s.zxid, TIME_MS, type_), body))
 
 
-DIGEST_WORK = ("_crc32", "_pack_digest_stat", "_pack_pzxid_cversion_xor", "_pack_aversion_xor",
-               "as_java_long", "path_bytes")
+DIGEST_WORK = ("node_crc", "child_change_digest", "aversion_change_digest", "as_java_long")
 
 
 def forbid_digest_work(monkeypatch) -> None:

@@ -151,6 +151,19 @@ def test_digest_computed_while_writing_is_tree_digest():
     assert w.digest == tree_digest(tree)
 
 
+def test_digest_hashes_the_path_as_java_getbytes_not_as_the_stream_writes_it():
+    """The stream writes a path outside the BMP as CESU-8 (jute's ustring), but the digest
+    hashes path.getBytes(): UTF-8, a lone surrogate as "?" (DigestCalculator)."""
+    tree = sample_tree()
+    add(tree, "/\U0001f600", b"smile", zxid=10)
+    add(tree, "/lone\udc80", b"", zxid=11)
+    tree.rebuild_indexes()
+    w = SnapshotWriter(tree, digest=True)
+    raw = b"".join(w.chunks())
+    assert "\U0001f600".encode("utf-8", "surrogatepass") not in raw  # CESU-8 in the stream
+    assert w.digest == tree_digest(tree) == tree.digest
+
+
 def test_order_that_is_not_parent_first_is_written_depth_first():
     tree = sample_tree()
     nodes = dict(reversed(list(tree.nodes.items())))  # children before their parents

@@ -48,11 +48,10 @@ from zkcompat.tree.txn import TXN_RECORD, Txn
 
 log = logging.getLogger(__name__)
 
-# Enum members read on every request, as module globals: `OpCode.X` costs ~100 ns in
-# Python 3.11 (a metaclass attribute lookup), a global ~20 ns.
+# module globals: enum attribute lookups are slow on the hot path (docs/measurements.md)
 _MULTI, _CLOSE_SESSION, _CREATE_CONTAINER, _CREATE_TTL = (
     OpCode.MULTI, OpCode.CLOSE_SESSION, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL)
-# CreateMode values as plain ints: an IntEnum lookup per create costs a microsecond.
+# CreateMode values as plain ints: IntEnum lookups are slow per create (docs/measurements.md)
 _MODES = frozenset(int(m) for m in CreateMode)
 _SEQUENTIAL = frozenset(int(m) for m in (CreateMode.PERSISTENT_SEQUENTIAL,
                                          CreateMode.EPHEMERAL_SEQUENTIAL,

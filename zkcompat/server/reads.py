@@ -98,8 +98,8 @@ def _children(server, req, rec, cnxn):
     return node
 
 
-# Serialised children lists, as ZooKeeper's response cache keeps them: a list of 100
-# names costs ~40 us to encode and is read far more often than it changes. The key
+# Serialised children lists, as ZooKeeper's response cache keeps them: a long list is slow
+# to encode (docs/measurements.md) and read far more often than it changes. The key
 # changes whenever the list does: every child create or delete moves the parent's pzxid.
 CHILDREN_CACHE_MAX = 10_000
 _children_cache: dict[str, tuple[int, int, int, bytes]] = {}

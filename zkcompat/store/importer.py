@@ -16,7 +16,7 @@ from pathlib import Path
 from zkcompat.store import zkformat
 from zkcompat.store.snapshot import SnapshotStore
 from zkcompat.store.zkformat import ZkFormatError
-from zkcompat.tree.datatree import DataTree, ZNode
+from zkcompat.tree.datatree import DataTree
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +50,10 @@ def _follows(prev: int, nxt: int) -> bool:
 
 def tree_from_snapshot(snap: zkformat.ZkSnapshot) -> DataTree:
     """A DataTree holding exactly the snapshot's nodes and sessions; cversion stays as
-    ZooKeeper stores it (the number of creates), which is what ZNode keeps too."""
+    ZooKeeper stores it (the number of creates), which is what ZNode keeps too. The tree
+    takes the snapshot's ZNodes themselves: read the file again for a second tree."""
     tree = DataTree()
-    nodes = tree.nodes
-    nodes.clear()
-    new = ZNode.__new__
-    for n in snap.nodes:
-        node = new(ZNode)
-        node.data = n.data
-        node.acl = n.acl
-        node.czxid, node.mzxid, node.ctime, node.mtime = n.czxid, n.mzxid, n.ctime, n.mtime
-        node.version, node.cversion, node.aversion = n.version, n.cversion, n.aversion
-        node.ephemeralOwner, node.pzxid = n.ephemeralOwner, n.pzxid
-        node.children = None
-        nodes[n.path] = node
+    tree.nodes = nodes = dict(snap.nodes)
     if "/" not in nodes:
         raise ZkFormatError(f"{snap.path.name}: no root node")
     for path in nodes:

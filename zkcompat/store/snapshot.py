@@ -3,7 +3,8 @@
 A snapshot starts at zxid Z (the last applied txn) and is written in small slices
 between requests, so the tree keeps changing under it; recovery loads it and replays
 the log after Z, and replay is idempotent, so the result is exact. Layout:
-  b"c" + Z + chunk number -> crc32 + serialised nodes (depth first, parents first)
+  b"c" + Z + chunk number -> crc32 + serialised nodes (depth first, parents first), each
+                             in tree/nodecodec's ZKCOMPAT layout
   b"m" + Z                -> crc32 + manifest (counts, sessions, ACL table); written
                              last and synced: a snapshot without its manifest is ignored.
 """
@@ -18,8 +19,10 @@ from pathlib import Path
 
 import plyvel
 
-from zkcompat.tree.acl import intern_acl
+from zkcompat.tree import nodecodec
+from zkcompat.tree.acl import AclTuple, intern_acl
 from zkcompat.tree.datatree import DataTree, ZNode
+from zkcompat.tree.nodecodec import NodeFormatError
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +35,6 @@ _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _ZXID = struct.Struct(">Q")
 _CHUNK_KEY = struct.Struct(">cQI")
-# acl index, czxid, mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner, pzxid
-_NODE_FIXED = struct.Struct(">iqqqqiiiqq")
 _MANIFEST_HEAD = struct.Struct(">iqqqii")  # version, start zxid, end zxid, nodes, chunks, acls
 _SESSION = struct.Struct(">qi")
 
@@ -69,14 +70,6 @@ def _put_str(out: bytearray, s: str) -> None:
     out += b
 
 
-def _put_bytes(out: bytearray, b: bytes | None) -> None:
-    if b is None:
-        out += _I32.pack(-1)
-    else:
-        out += _I32.pack(len(b))
-        out += b
-
-
 class SnapshotWriter:
     """Serialises a tree in slices: iterate `chunks()` and yield to the loop in between."""
 
@@ -103,17 +96,13 @@ class SnapshotWriter:
         budget_s = slice_ms / 1000
         clock = time.perf_counter
         slice_start = clock()
-        pack = _NODE_FIXED.pack
+        write = nodecodec.ZKCOMPAT.write
         while stack:
             path = stack.pop()
             node = nodes.get(path)
             if node is None:
                 continue  # deleted since its parent was visited: replay settles it
-            _put_str(out, path)
-            _put_bytes(out, node.data)
-            out += pack(self._acl(node.acl), node.czxid, node.mzxid, node.ctime, node.mtime,
-                        node.version, node.cversion, node.aversion, node.ephemeralOwner,
-                        node.pzxid)
+            write(out, path, node, self._acl(node.acl))
             self.nodes += 1
             if node.children:
                 base = "" if path == "/" else path
@@ -239,7 +228,9 @@ class SnapshotStore:
             chunk = _checked(f"{name} chunk {i}", self.db.get(_chunk_key(zxid, i)))
             try:
                 loaded += _read_nodes(chunk, acls, tree.nodes)
-            except (struct.error, IndexError, UnicodeDecodeError) as e:
+            except NodeFormatError as e:
+                raise SnapshotCorruption(f"{name} chunk {i}, offset {e.offset}: {e}") from None
+            except UnicodeDecodeError as e:
                 raise SnapshotCorruption(f"{name} chunk {i}: {e}") from None
             if progress is not None:
                 progress(loaded, count)
@@ -259,9 +250,10 @@ def _read_str(buf: bytes, off: int) -> tuple[str, int]:
     return buf[off : off + n].decode("utf-8", "surrogatepass"), off + n
 
 
-def _read_acls(buf: bytes, off: int, count: int):
-    acls = []
-    for _ in range(count):
+def _read_acls(buf: bytes, off: int, count: int) -> tuple[dict[int, AclTuple], int]:
+    """The ACL table: index -> ACL, as the nodes refer to them."""
+    acls = {}
+    for i in range(count):
         (n,) = _I32.unpack_from(buf, off)
         off += 4
         entries = []
@@ -270,38 +262,22 @@ def _read_acls(buf: bytes, off: int, count: int):
             scheme, off = _read_str(buf, off + 4)
             ident, off = _read_str(buf, off)
             entries.append((perms, scheme, ident))
-        acls.append(intern_acl(tuple(entries)))
+        acls[i] = intern_acl(tuple(entries))
     return acls, off
 
 
-def _read_nodes(buf: bytes, acls: list, nodes: dict) -> int:
+def _read_nodes(buf: bytes, acls: dict[int, AclTuple], nodes: dict[str, ZNode]) -> int:
+    """Every node of one chunk into `nodes`; NodeFormatError if the chunk is not whole."""
+    read = nodecodec.ZKCOMPAT.read
     off = 0
-    end = len(buf)
     n = 0
-    unpack = _NODE_FIXED.unpack_from
-    fixed = _NODE_FIXED.size
-    new = ZNode.__new__
-    while off < end:
-        path, off = _read_str(buf, off)
-        (dlen,) = _I32.unpack_from(buf, off)
-        off += 4
-        if dlen < 0:
-            data = None
-        else:
-            if off + dlen > end:
-                raise IndexError("data runs past the end")
-            data = buf[off : off + dlen]
-            off += dlen
-        (acl_i, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
-         pzxid) = unpack(buf, off)
-        off += fixed
-        node = new(ZNode)
-        node.data = data
-        node.acl = acls[acl_i]
-        node.czxid, node.mzxid, node.ctime, node.mtime = czxid, mzxid, ctime, mtime
-        node.version, node.cversion, node.aversion = version, cversion, aversion
-        node.ephemeralOwner, node.pzxid = owner, pzxid
-        node.children = None
-        nodes[path] = node
-        n += 1
+    with memoryview(buf) as view:
+        end = len(view)
+        while off < end:
+            got = read(view, off, acls)
+            if got is None:
+                raise NodeFormatError(off, "the chunk ends inside a node")
+            path, node, off = got
+            nodes[path] = node
+            n += 1
     return n

@@ -94,8 +94,8 @@ class TxnLog:
         self._batch_count = 0
         # A writer that finds no batch sets _idle (under _lock) and sleeps on _wake, a lock
         # that stays acquired; whoever clears _idle (under _lock) releases _wake once. So a
-        # wake-up is one C-level release, where an Event's Condition ran ~3 us of Python on
-        # the loop thread and more on the writer's (a 1x1 write pays both, in series).
+        # wake-up is one C-level release, not an Event's Condition in Python on both
+        # threads, which a 1x1 write pays in series (docs/measurements.md).
         self._wake = threading.Lock()
         self._wake.acquire()
         self._idle = False

@@ -3,7 +3,8 @@
 DataTree (write_snapshot_file, streaming, through snapstream's writer).
 
 Cold path only (import, dump): declarative construct Structs that also build, so tests
-write exact ZooKeeper files. Rules are ZooKeeper's own: a log ends at its zero padding or
+write exact ZooKeeper files; the snapshot's nodes, the one part a million long, are read
+by tree/nodecodec (ZooKeeper's layout), which the construct spec checks in tests. Rules are ZooKeeper's own: a log ends at its zero padding or
 at a partial last record (FileTxnIterator); a record whose Adler32 does not match, or a
 snapshot whose seal does not, is corruption (ZkFormatError names the file and offset).
 """
@@ -36,9 +37,12 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
-from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
-from zkcompat.tree.datatree import DataTree
+from zkcompat.store import snappy
+from zkcompat.tree import nodecodec
+from zkcompat.tree.acl import AclTuple, intern_acl
+from zkcompat.tree.datatree import DataTree, ZNode
 from zkcompat.tree.digest import DIGEST_VERSION
+from zkcompat.tree.nodecodec import NodeFormatError
 from zkcompat.tree.snapstream import CHUNK_BYTES, Progress, SnapshotWriter
 from zkcompat.tree.txn import Txn, decode_txn
 
@@ -46,13 +50,8 @@ from zkcompat.tree.txn import Txn, decode_txn
 SNAP_MAGIC = int.from_bytes(b"ZKSN", "big")
 TXNLOG_MAGIC = int.from_bytes(b"ZKLG", "big")
 FILE_FORMAT_VERSION = 2  # FileSnap.VERSION, FileTxnLog.VERSION
-# ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: a node with this acl id is world:anyone ALL.
-OPEN_UNSAFE_ACL_ID = -1
 # Util.readTxnBytes: the byte after each log record ('B'); anything else is a partial record.
 END_OF_RECORD = 0x42
-# SnapStream: xerial snappy-java's stream header (SnappyCodec.MAGIC_HEADER + two ints).
-SNAPPY_MAGIC = b"\x82SNAPPY\x00"
-SNAPPY_HEADER_BYTES = len(SNAPPY_MAGIC) + 8
 # The directory ZooKeeper keeps its files in under dataDir/dataLogDir (FileTxnSnapLog.version).
 VERSION_DIR = "version-2"
 
@@ -134,9 +133,6 @@ Seal = Struct("checksum" / Int64sb, "path" / JuteString)  # SnapStream.sealStrea
 # log record head: Adler32 of the txn bytes (as a long), then the txn buffer's length.
 LogRecordHead = Struct("checksum" / Int64sb, "length" / Int32sb)
 
-# The same node layout as plain structs, for the node loop: acl id, then StatPersisted.
-_INT = struct.Struct(">i")
-_STAT = struct.Struct(">qqqqqiiiqq")
 _PROGRESS_BYTES = 1 << 20
 
 _COMPILED: dict[int, object] = {}
@@ -188,85 +184,6 @@ def _first_line(e: Exception) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
-def snappy_decompress_block(src: bytes | memoryview) -> bytes:
-    """One raw snappy block (Google's format): varint length, then literals and copies."""
-    src = memoryview(src)
-    n = shift = pos = 0
-    while True:
-        if pos >= len(src):
-            raise ZkFormatError("snappy block: truncated length")
-        b = src[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            break
-    out = bytearray()
-    end = len(src)
-    while pos < end:
-        tag = src[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:  # literal
-            length = tag >> 2
-            if length >= 60:
-                extra = length - 59
-                length = int.from_bytes(src[pos : pos + extra], "little")
-                pos += extra
-            length += 1
-            if pos + length > end:
-                raise ZkFormatError("snappy block: literal runs past the end")
-            out += src[pos : pos + length]
-            pos += length
-            continue
-        if kind == 1:
-            length = ((tag >> 2) & 7) + 4
-            offset = ((tag >> 5) << 8) | src[pos]
-            pos += 1
-        elif kind == 2:
-            length = (tag >> 2) + 1
-            offset = int.from_bytes(src[pos : pos + 2], "little")
-            pos += 2
-        else:
-            length = (tag >> 2) + 1
-            offset = int.from_bytes(src[pos : pos + 4], "little")
-            pos += 4
-        if offset == 0 or offset > len(out):
-            raise ZkFormatError(f"snappy block: copy offset {offset} outside {len(out)} bytes")
-        start = len(out) - offset
-        if offset >= length:
-            out += out[start : start + length]
-        else:  # the copy overlaps what it writes: a repeating pattern
-            pattern = bytes(out[start:])
-            out += (pattern * (length // offset + 1))[:length]
-    if len(out) != n:
-        raise ZkFormatError(f"snappy block: {len(out)} bytes, header says {n}")
-    return bytes(out)
-
-
-def snappy_stream_decompress(raw: bytes) -> bytes:
-    """snappy-java's SnappyInputStream format: header, then (int length, block)*; a second
-    header may follow (concatenated streams)."""
-    if not raw.startswith(SNAPPY_MAGIC):
-        raise ZkFormatError("not a snappy-java stream (bad magic)")
-    out = []
-    pos = 0
-    view = memoryview(raw)
-    while pos < len(raw):
-        if raw.startswith(SNAPPY_MAGIC, pos):
-            pos += SNAPPY_HEADER_BYTES
-            continue
-        if pos + 4 > len(raw):
-            raise ZkFormatError("snappy stream: truncated block length")
-        (n,) = struct.unpack_from(">i", raw, pos)
-        pos += 4
-        if n < 0 or pos + n > len(raw):
-            raise ZkFormatError(f"snappy stream: block of {n} bytes runs past the end")
-        out.append(snappy_decompress_block(view[pos : pos + n]))
-        pos += n
-    return b"".join(out)
-
-
 def read_snapshot_bytes(path: Path) -> bytes:
     """The snapshot's serialised stream, decompressed per its suffix (SnapStream)."""
     raw = Path(path).read_bytes()
@@ -278,8 +195,8 @@ def read_snapshot_bytes(path: Path) -> bytes:
             raise ZkFormatError(f"{name}: gzip: {e}") from None
     if name.endswith(".snappy"):
         try:
-            return snappy_stream_decompress(raw)
-        except ZkFormatError as e:
+            return snappy.stream_decompress(raw)
+        except snappy.SnappyError as e:
             raise ZkFormatError(f"{name}: {e}") from None
     return raw
 
@@ -336,29 +253,15 @@ def logs_from(log_dir: Path, zxid: int) -> list[tuple[int, Path]]:
 
 
 @dataclass
-class ZkNode:
-    path: str  # "/" for the root (ZooKeeper writes it as "")
-    data: bytes | None
-    acl: AclTuple
-    czxid: int
-    mzxid: int
-    ctime: int
-    mtime: int
-    version: int
-    cversion: int  # as ZooKeeper stores it: the number of creates
-    aversion: int
-    ephemeralOwner: int
-    pzxid: int
-
-
-@dataclass
 class ZkSnapshot:
     path: Path
     zxid: int  # from the file name, as FileSnap.deserialize takes it
     dbid: int
     sessions: dict[int, int]
     acls: dict[int, AclTuple]
-    nodes: list[ZkNode]
+    # path ("/" for the root, which ZooKeeper writes as "") -> node, in file order; a
+    # path given twice keeps its last node. cversion as stored: the number of creates.
+    nodes: dict[str, ZNode]
     digest: tuple[int, int, int] | None = None  # (zxid, digest version, digest)
     last_processed_zxid: int | None = None  # only in snapshots of ZooKeeper 3.9.3+
     sealed: list[int] = field(default_factory=list)  # offsets of the verified seals
@@ -384,7 +287,7 @@ def read_snapshot(path: Path, progress=None) -> ZkSnapshot:
         raise ZkFormatError(f"{path.name}: magic 0x{hdr.magic & 0xFFFFFFFF:08x} is not ZKSN")
     if hdr.version != FILE_FORMAT_VERSION:
         raise ZkFormatError(f"{path.name}: file format version {hdr.version}, expected 2")
-    snap = ZkSnapshot(path, zxid, hdr.dbid, {}, {}, [])
+    snap = ZkSnapshot(path, zxid, hdr.dbid, {}, {}, {})
     count = rd.parse("session count", Int32sb)
     if count < 0 or count * 12 > rd.remaining:
         raise ZkFormatError(f"{path.name}: impossible session count {count}")
@@ -429,58 +332,31 @@ def _read_acl_cache(rd: _Reader) -> dict[int, AclTuple]:
 
 
 def _read_nodes(rd: _Reader, snap: ZkSnapshot, progress) -> None:
-    """The node loop, the one hot part of a snapshot (a million nodes is common): a struct
-    port of `JuteString` + `NodeRecord`, kept equal to them by tests/store/test_zkformat.py."""
-    buf = rd.buf
-    end = len(buf)
+    """The node loop, the one hot part of a snapshot (a million nodes is common), through
+    nodecodec; tests/store/test_zkformat.py keeps it equal to `JuteString` + `NodeRecord`."""
+    end = len(rd.buf)
     off = rd.offset
     acls = snap.acls
     nodes = snap.nodes
-    unpack_int = _INT.unpack_from
-    unpack_stat = _STAT.unpack_from
-    stat_bytes = _STAT.size
+    read = nodecodec.ZOOKEEPER.read
     next_report = off + _PROGRESS_BYTES
-    try:
+    with memoryview(rd.buf) as view:
         while True:
-            at = off
-            (n,) = unpack_int(buf, off)
-            off += 4
-            if n < 0 or off + n > end:
-                raise ZkFormatError(f"{rd.name}: node path of length {n} at offset {at} "
-                                    f"(file has {end} bytes)")
-            raw = buf[off : off + n]
-            off += n
-            if raw == b"/":  # DataTree.serializeNodes: "/" marks the end of the nodes
+            try:
+                got = read(view, off, acls)
+            except NodeFormatError as e:
+                raise ZkFormatError(f"{rd.name}: {e}, at offset {e.offset} (file has {end} "
+                                    "bytes)") from None
+            if got is None:
+                raise ZkFormatError(f"{rd.name}: snapshot ends inside the node at offset "
+                                    f"{off} (truncated)")
+            path, node, off = got
+            if path is None:  # the end mark
                 break
-            path = raw.decode("ascii") if raw.isascii() else java_utf8_decode(raw)
-            (n,) = unpack_int(buf, off)
-            off += 4
-            if n == -1:
-                data = None
-            elif n < 0 or off + n > end:
-                raise ZkFormatError(f"{rd.name}: node {path or '/'}: data of length {n} at "
-                                    f"offset {off - 4} (file has {end} bytes)")
-            else:
-                data = buf[off : off + n]
-                off += n
-            (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
-             pzxid) = unpack_stat(buf, off)
-            off += stat_bytes
-            if ref == OPEN_UNSAFE_ACL_ID:
-                acl = OPEN_ACL_UNSAFE
-            else:
-                acl = acls.get(ref)
-                if acl is None:  # ReferenceCountedACLCache.convertLong fails the same way
-                    raise ZkFormatError(f"{rd.name}: node {path or '/'} refers to ACL {ref}, "
-                                        "which is not in the snapshot's ACL cache")
-            nodes.append(ZkNode(path or "/", data, acl, czxid, mzxid, ctime, mtime, version,
-                                cversion, aversion, owner, pzxid))
+            nodes[path] = node
             if progress is not None and off >= next_report:
                 progress(off, end)
                 next_report = off + _PROGRESS_BYTES
-    except struct.error:
-        raise ZkFormatError(f"{rd.name}: snapshot ends inside the node at offset {at} "
-                            "(truncated)") from None
     rd.stream.seek(off)
     if progress is not None:
         progress(off, end)

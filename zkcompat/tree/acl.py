@@ -49,7 +49,7 @@ def shared_acl_records(acl: AclTuple) -> list:
     return recs
 
 
-# ZooDefs.Perms as plain ints: IntFlag arithmetic costs microseconds on the read path.
+# ZooDefs.Perms as plain ints: IntFlag arithmetic is slow on the read path (docs/measurements.md)
 PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN, PERM_ALL = (int(p) for p in (
     Perms.READ, Perms.WRITE, Perms.CREATE, Perms.DELETE, Perms.ADMIN, Perms.ALL))
 

@@ -9,19 +9,19 @@ NodeHashMapImpl does, by the rules in tree/digest.py's docstring.
 
 import logging
 import struct
-from zlib import crc32 as _crc32
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, EventType, OpCode
 from zkcompat.tree import quota
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, AclTuple, acl_from_records
 from zkcompat.tree.digest import (
-    DIGEST_STAT,
     JAVA_LONG_MAX,
     JAVA_LONG_MIN,
     ZOOKEEPER_NODE_SUBTREE,
     as_java_long,
-    path_bytes,
+    aversion_change_digest,
+    child_change_digest,
+    node_crc,
 )
 from zkcompat.tree.paths import CONFIG, QUOTA, ROOT, ZOOKEEPER, split_parent
 from zkcompat.tree.txn import Txn
@@ -32,24 +32,15 @@ log = logging.getLogger(__name__)
 # int dataLength, numChildren; long pzxid}
 _STAT = struct.Struct(">qqqqiiiqiiq")
 
-# Enum members read on every request, as module globals: `EventType.X` costs ~100 ns in
-# Python 3.11 (a metaclass attribute lookup), a global ~20 ns.
+# module globals: enum attribute lookups are slow on the hot path (docs/measurements.md)
 _CREATE = OpCode.CREATE
 _NODE_CREATED, _NODE_DELETED, _NODE_DATA_CHANGED, _NODE_CHILDREN_CHANGED = (
     EventType.NODE_CREATED, EventType.NODE_DELETED, EventType.NODE_DATA_CHANGED,
     EventType.NODE_CHILDREN_CHANGED)
 
-# The digest. Each node caches its own (DataNode.digest, as ZooKeeper does), so taking a
-# node's old value out costs nothing, and None marks the nodes under /zookeeper/ (they
-# count 0), so telling them apart costs no startswith. A change confined to pzxid,
-# cversion or aversion needs no rehash of path, data and stat: CRC32 is affine,
-# crc32(a) ^ crc32(b) == crc32(a ^ b) ^ crc32(zeros) for a, b of one length, and a ^ b is
-# zero up to the stat's byte 16, so hashing the XOR of the changed fields from there on
-# is enough. (A struct.pack of the 9 stat fields is ~3k instructions, half a digest.)
-_pack_digest_stat = DIGEST_STAT.pack
-_pack_pzxid_cversion_xor = struct.Struct(">q20xi12x").pack  # stat[16:]: pzxid@0, cversion@28
-_pack_aversion_xor = struct.Struct(">32xi8x").pack  # stat[16:]: aversion@32
-_STAT_TAIL_ZEROS_CRC = _crc32(bytes(DIGEST_STAT.size - 16))
+# The digest (computed by tree/digest.py). Each node caches its own (DataNode.digest, as
+# ZooKeeper does), so taking a node's old value out costs nothing, and None marks the
+# nodes under /zookeeper/ (they count 0), so telling them apart costs no startswith.
 
 # EphemeralType: ephemeralOwner values that are not session ids.
 CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000  # Long.MIN_VALUE
@@ -235,17 +226,11 @@ class DataTree:
             self.digest = None
             return
         total = 0
-        pack = _pack_digest_stat
         for path, n in self.nodes.items():
             if path.startswith(ZOOKEEPER_NODE_SUBTREE):
                 n.digest = None
                 continue
-            crc = _crc32(path.encode() if path.isascii() and path != ROOT else path_bytes(path))
-            data = n.data
-            if data is not None:
-                crc = _crc32(data, crc)
-            n.digest = d = _crc32(pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
-                                       n.cversion, n.aversion, n.ephemeralOwner), crc)
+            n.digest = d = node_crc(path, n)
             total += d
         self.digest = as_java_long(total)
 
@@ -287,8 +272,8 @@ class DataTree:
             if digest_on:
                 before = parent.digest
                 if before is not None:
-                    parent.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
-                        _pack_pzxid_cversion_xor(parent.pzxid ^ zxid, parent.cversion ^ cversion))
+                    parent.digest = after = child_change_digest(
+                        before, parent.pzxid, zxid, parent.cversion, cversion)
                     delta = after - before
             parent.cversion = cversion
             parent.pzxid = zxid
@@ -310,17 +295,7 @@ class DataTree:
             self._quota_changed(path, len(body.data or b""), 1)
         # Under /zookeeper/ if the parent is, or is /zookeeper: the digest stays None.
         if digest_on and parent.digest is not None and parent_path != ZOOKEEPER:
-            # DigestCalculator.calculateDigest, inlined: this is every create's path.
-            try:
-                crc = _crc32(path.encode())
-            except UnicodeEncodeError:  # an unpaired surrogate: replaced, as Java's getBytes
-                crc = _crc32(path_bytes(path))
-            data = node.data
-            if data is not None:
-                crc = _crc32(data, crc)
-            node.digest = crc = _crc32(_pack_digest_stat(
-                node.czxid, node.mzxid, node.pzxid, node.ctime, node.mtime, node.version,
-                node.cversion, node.aversion, node.ephemeralOwner), crc)
+            node.digest = crc = node_crc(path, node)
             d = self.digest + delta + crc
             self.digest = d if JAVA_LONG_MIN <= d <= JAVA_LONG_MAX else as_java_long(d)
         elif delta:
@@ -345,8 +320,8 @@ class DataTree:
             if digest_on:
                 before = parent.digest
                 if before is not None:
-                    parent.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
-                        _pack_pzxid_cversion_xor(parent.pzxid ^ zxid, 0))
+                    parent.digest = after = child_change_digest(
+                        before, parent.pzxid, zxid, 0, 0)
                     delta = after - before
             parent.pzxid = zxid
         node = self.nodes.pop(path, None)
@@ -387,8 +362,8 @@ class DataTree:
             return
         if self.digest_enabled and node.digest is not None:
             before = node.digest
-            node.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
-                _pack_pzxid_cversion_xor(node.pzxid ^ zxid, node.cversion ^ cversion))
+            node.digest = after = child_change_digest(
+                before, node.pzxid, zxid, node.cversion, cversion)
             self.digest = as_java_long(self.digest + after - before)
         node.cversion = cversion
         node.pzxid = zxid
@@ -463,25 +438,12 @@ def _apply_set_data(tree: DataTree, hdr, body, events):
         return rc
     if tree.quota_paths:
         tree._quota_changed(body.path, len(body.data or b"") - len(node.data or b""), 0)
-    node.data = data = body.data
-    node.mtime = mtime = hdr.time
-    node.mzxid = mzxid = hdr.zxid
-    node.version = version = body.version
+    node.data = body.data
+    node.mtime = hdr.time
+    node.mzxid = hdr.zxid
+    node.version = body.version
     if tree.digest_enabled and node.digest is not None:
-        # DigestCalculator.calculateDigest, inlined: this is every setData's path.
-        path = body.path
-        if path == ROOT:
-            crc = 0  # "/" is hashed as ""
-        else:
-            try:
-                crc = _crc32(path.encode())
-            except UnicodeEncodeError:  # an unpaired surrogate: replaced, as Java's getBytes
-                crc = _crc32(path_bytes(path))
-        if data is not None:
-            crc = _crc32(data, crc)
-        crc = _crc32(_pack_digest_stat(node.czxid, mzxid, node.pzxid, node.ctime, mtime,
-                                       version, node.cversion, node.aversion,
-                                       node.ephemeralOwner), crc)
+        crc = node_crc(body.path, node)
         d = tree.digest - node.digest + crc
         node.digest = crc
         tree.digest = d if JAVA_LONG_MIN <= d <= JAVA_LONG_MAX else as_java_long(d)
@@ -500,8 +462,7 @@ def _apply_set_acl(tree: DataTree, hdr, body, events):
         return rc
     if tree.digest_enabled and node.digest is not None:
         before = node.digest
-        node.digest = after = before ^ _STAT_TAIL_ZEROS_CRC ^ _crc32(
-            _pack_aversion_xor(node.aversion ^ body.version))
+        node.digest = after = aversion_change_digest(before, node.aversion, body.version)
         tree.digest = as_java_long(tree.digest + after - before)
     node.acl = acl_from_records(body.acl)
     node.aversion = body.version

@@ -1,5 +1,7 @@
 """ZooKeeper's tree digest (DigestCalculator + NodeHashMapImpl + AdHash, digest version 2):
-a CRC32 per znode, summed over the tree as a 64-bit Java long. Pure functions, no state.
+a CRC32 per znode, summed over the tree as a 64-bit Java long. Pure functions, no state;
+the one place a digest is computed (DataTree's apply and load, prep's prediction, the
+SNAP and snapshot-file writers, the simulator's checks all call these).
 
 Per node (DigestCalculator.calculateDigest): CRC32 over path bytes, then the data bytes
 (nothing when data is null, so null and empty digest alike), then 60 bytes of
@@ -45,11 +47,9 @@ UTF-8 locale; we always use UTF-8 (a znode path holds no unpaired surrogate).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 from zlib import crc32
-
-if TYPE_CHECKING:
-    from zkcompat.tree.datatree import DataTree, ZNode
 
 DIGEST_VERSION = 2  # DigestCalculator.DIGEST_VERSION
 ZOOKEEPER_NODE_SUBTREE = "/zookeeper/"  # ZooDefs.ZOOKEEPER_NODE_SUBTREE: digests count 0
@@ -61,6 +61,34 @@ DIGEST_STAT = struct.Struct(">qqqqqiiiq")
 _LONG_MOD = 1 << 64
 _LONG_MIN = 1 << 63
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(1 << 63), (1 << 63) - 1  # Long.MIN_VALUE, Long.MAX_VALUE
+
+# A change confined to pzxid, cversion or aversion needs no rehash of path, data and stat:
+# CRC32 is affine, crc32(a) ^ crc32(b) == crc32(a ^ b) ^ crc32(zeros) for a, b of one
+# length, and a ^ b is zero up to the stat's byte 16, so hashing the XOR of the changed
+# fields from there on is enough (a fraction of a full digest: docs/measurements.md).
+_pack_stat = DIGEST_STAT.pack
+_pack_pzxid_cversion_xor = struct.Struct(">q20xi12x").pack  # stat[16:]: pzxid@0, cversion@28
+_pack_aversion_xor = struct.Struct(">32xi8x").pack  # stat[16:]: aversion@32
+_STAT_TAIL_ZEROS_CRC = crc32(bytes(DIGEST_STAT.size - 16))
+
+
+class DigestedNode(Protocol):
+    """What the digest reads of a node: tree/datatree.ZNode, or anything with its fields."""
+
+    data: bytes | None
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
+    version: int
+    cversion: int
+    aversion: int
+    ephemeralOwner: int
+
+
+class DigestedTree(Protocol):
+    nodes: Mapping[str, DigestedNode]
 
 
 def as_java_long(value: int) -> int:
@@ -76,11 +104,17 @@ def path_bytes(path: str) -> bytes:
     return path.encode() if path.isascii() else path.encode("utf-8", "replace")
 
 
-def node_digest(path: str, znode: ZNode) -> int:
-    """DigestCalculator.calculateDigest: the node's CRC32 (0 .. 2**32-1), 0 under /zookeeper/."""
-    n = znode
-    return stat_digest(path, n.data, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
-                       n.cversion, n.aversion, n.ephemeralOwner)
+def calculate_digest(path: str, data: bytes | None, czxid: int, mzxid: int, pzxid: int,
+                     ctime: int, mtime: int, version: int, cversion: int, aversion: int,
+                     ephemeral_owner: int) -> int:
+    """DigestCalculator.calculateDigest of a node that counts (not under /zookeeper/), given
+    field by field: CRC32 over the path, the data and the 60 stat bytes (0 .. 2**32-1).
+    The one place the formula is written; every other function here calls it."""
+    crc = crc32(path.encode() if path.isascii() and path != "/" else path_bytes(path))
+    if data is not None:
+        crc = crc32(data, crc)
+    return crc32(_pack_stat(czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion,
+                            ephemeral_owner), crc)
 
 
 def stat_digest(path: str, data, czxid: int, mzxid: int, pzxid: int, ctime: int, mtime: int,
@@ -88,11 +122,35 @@ def stat_digest(path: str, data, czxid: int, mzxid: int, pzxid: int, ctime: int,
     """node_digest of a node given field by field (a leader's prediction of one, in prep)."""
     if path.startswith(ZOOKEEPER_NODE_SUBTREE):
         return 0
-    crc = crc32(path.encode() if path.isascii() and path != "/" else path_bytes(path))
-    if data is not None:
-        crc = crc32(data, crc)
-    return crc32(DIGEST_STAT.pack(czxid, mzxid, pzxid, ctime, mtime, version, cversion,
-                                   aversion, ephemeral_owner), crc)
+    return calculate_digest(path, data, czxid, mzxid, pzxid, ctime, mtime, version, cversion,
+                            aversion, ephemeral_owner)
+
+
+def node_crc(path: str, n: DigestedNode) -> int:
+    """calculate_digest of a node that counts, for callers that know it is not under
+    /zookeeper/ (DataTree caches None for those, and so skips the prefix test)."""
+    return calculate_digest(path, n.data, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
+                            n.version, n.cversion, n.aversion, n.ephemeralOwner)
+
+
+def node_digest(path: str, n: DigestedNode) -> int:
+    """DigestCalculator.calculateDigest: the node's CRC32 (0 .. 2**32-1), 0 under /zookeeper/."""
+    if path.startswith(ZOOKEEPER_NODE_SUBTREE):
+        return 0
+    return calculate_digest(path, n.data, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
+                            n.version, n.cversion, n.aversion, n.ephemeralOwner)
+
+
+def child_change_digest(before: int, old_pzxid: int, new_pzxid: int, old_cversion: int,
+                        new_cversion: int) -> int:
+    """A node's digest once only its pzxid and cversion changed, from its digest before."""
+    return before ^ _STAT_TAIL_ZEROS_CRC ^ crc32(
+        _pack_pzxid_cversion_xor(old_pzxid ^ new_pzxid, old_cversion ^ new_cversion))
+
+
+def aversion_change_digest(before: int, old_aversion: int, new_aversion: int) -> int:
+    """A node's digest once only its aversion changed, from its digest before."""
+    return before ^ _STAT_TAIL_ZEROS_CRC ^ crc32(_pack_aversion_xor(old_aversion ^ new_aversion))
 
 
 def add_digest(tree_value: int, node_value: int) -> int:
@@ -105,17 +163,6 @@ def remove_digest(tree_value: int, node_value: int) -> int:
     return as_java_long(tree_value - node_value)
 
 
-def tree_digest(tree: DataTree) -> int:
+def tree_digest(tree: DigestedTree) -> int:
     """NodeHashMapImpl.getDigest of the whole tree, as ZooKeeper's signed long."""
-    total = 0
-    pack = DIGEST_STAT.pack
-    for path, n in tree.nodes.items():
-        if path.startswith(ZOOKEEPER_NODE_SUBTREE):
-            continue
-        crc = crc32(path.encode() if path.isascii() and path != "/" else path_bytes(path))
-        data = n.data
-        if data is not None:
-            crc = crc32(data, crc)
-        total += crc32(pack(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.version,
-                            n.cversion, n.aversion, n.ephemeralOwner), crc)
-    return as_java_long(total)
+    return as_java_long(sum(node_digest(path, n) for path, n in tree.nodes.items()))

@@ -11,9 +11,9 @@ digest:
     ustring "/"                                          DataTree.serializeNodes' end mark
     ustring "BenWasHere"                                 the signature
 
-ACL = int perms, ustring scheme, ustring id. StatPersisted = long czxid, mzxid, ctime,
-mtime; int version, cversion (creates), aversion; long ephemeralOwner, pzxid. The snapshot
-FILE adds a FileHeader before this and seals after it (zkformat.snapshot_file_chunks).
+ACL = int perms, ustring scheme, ustring id. Each node is tree/nodecodec's, in ZooKeeper's
+layout. The snapshot FILE adds a FileHeader before this and seals after it
+(zkformat.snapshot_file_chunks).
 """
 
 from __future__ import annotations
@@ -21,23 +21,22 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from zlib import crc32
 
 from zkcompat.jute.constants import JUTE_MAXBUFFER_DEFAULT_BYTES
 from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
+from zkcompat.tree import nodecodec
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple, intern_acl
 from zkcompat.tree.datatree import DataTree, ZNode
-from zkcompat.tree.digest import ZOOKEEPER_NODE_SUBTREE, as_java_long
+from zkcompat.tree.digest import as_java_long, node_digest
+from zkcompat.tree.nodecodec import OPEN_UNSAFE_ACL_ID, NodeFormatError
 from zkcompat.tree.paths import QUOTA, ROOT, ZOOKEEPER
 from zkcompat.tree.view import TreeView
 
 SIGNATURE = "BenWasHere"  # LearnerHandler.syncFollower / Learner.syncWithLeader
 END_OF_NODES = "/"  # DataTree.serializeNodes: "/" marks the end of the nodes
-# ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: the ACL id of a node whose ACL is null, which
-# reads back as OPEN_ACL_UNSAFE. ZooKeeper's DataTree gives it to /, /zookeeper and
+# ZooKeeper's DataTree gives the null ACL id (OPEN_UNSAFE_ACL_ID, -1) to /, /zookeeper and
 # /zookeeper/quota at start-up (new DataNode(..., -1L, ...)); every other ACL, the same
 # world:anyone ALL included, gets an index from convertAcls, counting up from 1.
-OPEN_UNSAFE_ACL_ID = -1
 NULL_ACL_PATHS = frozenset((ROOT, ZOOKEEPER, QUOTA))
 FIRST_ACL_ID = 1  # ReferenceCountedACLCache.incrementIndex: ++aclIndex from 0
 # BinaryInputArchive.checkLength: a buffer or string is refused above jute.maxbuffer plus
@@ -53,10 +52,6 @@ JAVA_HASHMAP_CAPACITY_MAX = 1 << 30
 _INT = struct.Struct(">i")
 _SESSION = struct.Struct(">qi")
 _ACL_ENTRY_HEAD = struct.Struct(">qi")  # the cache entry's id, its ACL vector's length
-# acl id, then StatPersisted: what DataNode.serialize writes after the data buffer.
-_NODE_TAIL = struct.Struct(">qqqqqiiiqq")
-_DIGEST_STAT = struct.Struct(">qqqqqiiiq")  # DigestCalculator's 60 bytes
-_NULL_LENGTH = _INT.pack(-1)
 _END_OF_NODES = _INT.pack(1) + b"/"
 _SIGNATURE = _INT.pack(len(SIGNATURE)) + SIGNATURE.encode()
 
@@ -104,12 +99,6 @@ def _depth(path: str) -> int:
     return 0 if path == ROOT else path.count("/")
 
 
-def _path_bytes(path: str) -> bytes:
-    if path == ROOT:
-        return b""  # the root is written as "" (serializeNode starts from an empty path)
-    return path.encode() if path.isascii() else java_utf8_encode(path)
-
-
 class SnapshotWriter:
     """SerializeUtils.serializeSnapshot of `tree` as chunks of exactly `chunk_bytes` (the
     last one shorter): memory stays one chunk plus one node, whatever the tree's size.
@@ -133,12 +122,8 @@ class SnapshotWriter:
 
     `progress(nodes_written, nodes_total)` is called at every chunk and at the end.
     With `digest=True` the tree digest (tree/digest.py) is computed on the way, in
-    `self.digest` once chunks() is exhausted.
+    `self.digest` once chunks() is exhausted. (Speed: docs/measurements.md.)
     """
-
-    # Measured on this noisy 2-core box (Python 3.11), 100k nodes (1k parents of 99
-    # children, 18-byte paths, 10-byte data, 10 MB of stream), best of 3:
-    # 640k-1.05M nodes/s written, 600-650k nodes/s with digest=True.
 
     def __init__(self, tree: DataTree, *, chunk_bytes: int = CHUNK_BYTES,
                  progress: Progress | None = None, digest: bool = False,
@@ -238,33 +223,18 @@ class SnapshotWriter:
         out = self._head()
         sliced = self.view is not None
         chunk = self.chunk_bytes
-        pack_int, pack_tail, pack_stat = _INT.pack, _NODE_TAIL.pack, _DIGEST_STAT.pack
-        null_length = _NULL_LENGTH
+        write = nodecodec.ZOOKEEPER.write
         id_of = self._acl_id_of
         open_acl, null_acl_paths = OPEN_ACL_UNSAFE, NULL_ACL_PATHS
         with_digest = self.with_digest
         total = 0
         written = 0
         for path, n in self._node_order():
-            p = _path_bytes(path)
-            data = n.data
-            out += pack_int(len(p))
-            out += p
-            if data is None:
-                out += null_length
-            else:
-                out += pack_int(len(data))
-                out += data
             acl = n.acl
-            ref = (OPEN_UNSAFE_ACL_ID if acl is open_acl and path in null_acl_paths
-                   else id_of[id(acl)])
-            out += pack_tail(ref, n.czxid, n.mzxid, n.ctime, n.mtime, n.version,
-                             n.cversion, n.aversion, n.ephemeralOwner, n.pzxid)
-            if with_digest and not path.startswith(ZOOKEEPER_NODE_SUBTREE):
-                crc = crc32(p) if data is None else crc32(data, crc32(p))
-                total += crc32(pack_stat(n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
-                                         n.version, n.cversion, n.aversion, n.ephemeralOwner),
-                               crc)
+            write(out, path, n, OPEN_UNSAFE_ACL_ID if acl is open_acl and path in null_acl_paths
+                  else id_of[id(acl)])
+            if with_digest:
+                total += node_digest(path, n)
             written += 1
             if len(out) >= chunk:
                 self.nodes_written = written
@@ -332,10 +302,8 @@ class SnapReader:
     /zookeeper/config from its own configuration after the load.
     """
 
-    # Measured with the writer's 100k-node tree fed in its 64 KiB chunks, result()
-    # (rebuild_indexes) included: 240k-320k nodes/s; 430k nodes/s with the garbage
-    # collector off (a third of the time is gen-2 collections over the new ZNodes: the
-    # loader may gc.disable() around a SNAP and gc.freeze() after it, as DESIGN says).
+    # A loader may gc.disable() around a SNAP: collections are a third of its time
+    # (docs/measurements.md), and gc.freeze() after it.
 
     def __init__(self, zxid: int = 0, *, signature: bool = True,
                  length_max_bytes: int = LENGTH_MAX_BYTES,
@@ -510,74 +478,41 @@ class SnapReader:
 
     def _parse_nodes(self, off: int) -> int:
         """The hot loop: one node per turn, taken only once all of it has arrived."""
-        buf = self._buf
-        end = len(buf)
         nodes, acls = self.nodes, self.acls
-        unpack_int, unpack_tail = _INT.unpack_from, _NODE_TAIL.unpack_from
-        tail_size = _NODE_TAIL.size
+        read = nodecodec.ZOOKEEPER.read
         limit = self.length_max_bytes
-        new = ZNode.__new__
         setdefault = nodes.setdefault
-        with memoryview(buf) as view:
-            while end - off >= 4:
-                (plen,) = unpack_int(buf, off)
-                if plen < 0 or plen > limit:
-                    raise self._fail(off, f"node path of length {plen} (at most {limit})")
-                d0 = off + 4 + plen
-                if end < d0:
-                    break
-                raw = view[off + 4:d0].tobytes()
-                if raw == b"/":
-                    return self._end_of_nodes(off, d0)
-                if end - d0 < 4:
-                    break
-                (dlen,) = unpack_int(buf, d0)
-                if dlen < -1 or dlen > limit:
-                    raise self._fail(d0, f"data of length {dlen} for node {raw!r} "
-                                         f"(at most {limit})")
-                t0 = d0 + 4 + max(dlen, 0)
-                if end - t0 < tail_size:
-                    break
-                path = raw.decode("ascii") if raw.isascii() else java_utf8_decode(raw)
+        with memoryview(self._buf) as view:
+            while True:
+                try:
+                    got = read(view, off, acls, limit)
+                except NodeFormatError as e:
+                    raise self._fail(e.offset, str(e)) from None
+                if got is None:
+                    return off
+                path, node, after = got
+                if path is None:
+                    return self._end_of_nodes(off, after)
                 cut = path.rfind("/")
                 if cut <= 0 or (path[:cut] not in nodes):  # the root, its children, errors
-                    path = self._check_new_path(off, path, cut)
-                (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
-                 pzxid) = unpack_tail(buf, t0)
-                node = new(ZNode)
-                node.data = None if dlen == -1 else view[d0 + 4:t0].tobytes()
-                if ref == OPEN_UNSAFE_ACL_ID:
-                    node.acl = OPEN_ACL_UNSAFE
-                else:
-                    acl = acls.get(ref)
-                    if acl is None:  # ReferenceCountedACLCache.convertLong fails the same
-                        raise self._fail(t0, f"node {path} refers to ACL {ref}, which is "
-                                             "not in the ACL cache")
-                    node.acl = acl
-                node.czxid, node.mzxid, node.ctime, node.mtime = czxid, mzxid, ctime, mtime
-                node.version, node.cversion, node.aversion = version, cversion, aversion
-                node.ephemeralOwner, node.pzxid = owner, pzxid
-                node.children = None
+                    self._check_new_path(off, path, cut)
                 if setdefault(path, node) is not node:
                     raise self._fail(off, f"node {path} appears twice")
-                off = t0 + tail_size
-        return off
+                off = after
 
-    def _check_new_path(self, off: int, path: str, cut: int) -> str:
+    def _check_new_path(self, off: int, path: str, cut: int) -> None:
         """DataTree.deserialize's rules, for what the hot loop does not decide: the root
-        ("") first, every node after its parent ("Invalid Datatree"), absolute paths; the
-        path as DataTree keys it."""
+        first, every node after its parent ("Invalid Datatree"), absolute paths."""
         nodes = self.nodes
-        if not path:
+        if path == ROOT:
             if nodes:
                 raise self._fail(off, "the root comes after other nodes")
-            return ROOT
+            return
         if cut < 0 or path[0] != "/":
             raise self._fail(off, f"node path {path!r} is not absolute")
         parent = path[:cut] or ROOT
         if parent not in nodes:
             raise self._fail(off, f"Invalid Datatree: no parent {parent} for node {path}")
-        return path
 
     def _end_of_nodes(self, off: int, after: int) -> int:
         if ROOT not in self.nodes:
