@@ -202,6 +202,15 @@ class Namespace:
                                        stderr=subprocess.PIPE, text=True)
         self.enter = ["nsenter", f"--target={self.holder.pid}", "--net",
                       *([] if not user else ["--user", "--preserve-credentials"]), "--"]
+        try:
+            self._set_up()
+        except BaseException:
+            self.holder.kill()
+            self.holder.wait(timeout=NAMESPACE_TIMEOUT_S)
+            raise
+
+    def _set_up(self) -> None:
+        """Wait until the holder is in its own namespace, then bring up its loopback."""
         own = os.readlink("/proc/self/ns/net")
         deadline = time.monotonic() + NAMESPACE_TIMEOUT_S
         while True:
