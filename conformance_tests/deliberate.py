@@ -1,7 +1,7 @@
 """Where zkcompat follows ZooKeeper 3.9 on purpose and the reference binary (Debian's
 ZooKeeper 3.8) answers otherwise. Each difference has a reason and a rewrite that turns
 3.8's expected output into 3.9's, so the tests still compare everything else exactly and
-still fail if zkcompat's 3.9 answer changes. README.md lists the same set.
+still fail if zkcompat's 3.9 answer changes. docs/differences.md lists the same set.
 """
 
 EXISTS_NEEDS_READ = (

@@ -32,7 +32,7 @@ PRODUCTION_CFG = Path(__file__).resolve().parent / "data" / "zoo-production.cfg"
 SERVERS = (1, 2, 3)
 START_TIMEOUT_S = 40.0
 
-# What the file sets that ZooKeeper would obey and zkcompat does not (README, "zoo.cfg settings").
+# What the file sets that ZooKeeper would obey and zkcompat does not (docs/configuration.md, "zoo.cfg settings").
 NOT_IMPLEMENTED = {
     "preAllocSize", "fsync.warningthresholdms", "electionPortBindRetry", "admin.idleTimeout",
     "jvm.pause.monitor", "jvm.pause.warn-threshold.ms",

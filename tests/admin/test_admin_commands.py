@@ -16,7 +16,7 @@ from zkcompat.server.adminhttp import NOT_SERVING, AdminHttp
 
 pytestmark = pytest.mark.timeout(120)  # the first test starts a ZooKeeper JVM
 
-# What zkcompat does not report, and why (README "AdminServer and metrics").
+# What zkcompat does not report, and why (docs/admin-and-metrics.md).
 SERVER_STATS_NOT_KEPT = {
     "client_response_stats",  # reply sizes are not recorded per reply (hot path)
     "auth_failed_count",  # failed authentications are not counted

@@ -38,7 +38,7 @@ WRITES = 15
 SERVING = frozenset({"leader", "follower"})
 COMMANDS = ("leader", "voting_view", "zabstate", "observers", "monitor", "server_stats",
             "stats", "initial_configuration", "is_read_only")
-# Fields zkcompat does not report (README "AdminServer and metrics"): reply sizes,
+# Fields zkcompat does not report (docs/admin-and-metrics.md): reply sizes,
 # failed authentications, and the ServerMetrics of ZooKeeper's processor threads, reply
 # cache, throttling, TLS and JVM, which have no counterpart here.
 SERVER_STATS_NOT_KEPT = {"client_response_stats", "auth_failed_count"}

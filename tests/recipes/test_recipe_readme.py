@@ -1,4 +1,4 @@
-"""The "Locks that are safe" example in the README runs as written against a fresh server."""
+"""The "Locks that are safe" example in docs/recipes.md runs as written against a fresh server."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from conformance_tests.servers import ServerProcess, start_zkcompat
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Locks that are safe"
-SOURCES = (REPO_ROOT / "README.md",)
+SOURCES = (REPO_ROOT / "docs" / "recipes.md",)
 RUN_TIMEOUT_S = 60
 
 

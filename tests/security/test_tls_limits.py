@@ -139,7 +139,7 @@ def test_handshakes_past_the_outstanding_limit(kind, material, tmp_path):
     limit to a secureClientPort: NettyServerCnxnFactory's constructor works out
     handshakeThrottlingEnabled while `secure` is still false, and configure() sets it after,
     so only a plaintext port with client.portUnification is limited. This shows that
-    difference, which zkcompat keeps on purpose (README, Limits under abuse)."""
+    difference, which zkcompat keeps on purpose (docs/limits.md)."""
     server = launch(kind, material, tmp_path,
                     **{"netty.server.outstandingHandshake.limit": HANDSHAKE_LIMIT,
                        "4lw.commands.whitelist": "*"})
