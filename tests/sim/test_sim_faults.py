@@ -9,7 +9,7 @@ import random
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.sim.cluster import run_seed
-from zkcompat.sim.disk import SimDisk, SimTxnLog
+from zkcompat.sim.disk import SimDisk, sim_txn_log
 from zkcompat.sim.loop import Node, VirtualLoop, run_virtual
 from zkcompat.sim.nemesis import PAUSE_HOLD_S, PROFILES, Fault
 from zkcompat.sim.server import SYNC_LIMIT_TICKS, TICK_TIME_MS
@@ -133,7 +133,7 @@ def test_after_a_failed_fsync_the_log_never_reports_anything_durable():
     told, and neither that batch nor a later one is ever reported synced."""
     loop = VirtualLoop()
     disk = SimDisk()
-    log = SimTxnLog(disk, random.Random(1))
+    log = sim_txn_log(disk, random.Random(1))
     synced, failed = [], []
     log.on_synced = synced.append
     log.on_sync_failed = failed.append

@@ -102,7 +102,7 @@ def test_close_stops_a_sleeping_writer(tmp_path):
         await asyncio.sleep(0.05)  # long enough for the writer to go to sleep
 
     asyncio.run(go())
-    writer = log._writer
+    writer = log.writer._thread
     closer = threading.Thread(target=log.close)
     closer.start()
     closer.join(5)

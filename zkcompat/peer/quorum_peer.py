@@ -20,6 +20,7 @@ from zkcompat.security.quorum_sasl import QuorumAuthError, QuorumAuthServerExcha
 from zkcompat.server.expirer import run_expirer
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
+from zkcompat.tree.snapstream import SLICE_NODES
 from zkcompat.zab.election import Vote, quorum_config_bytes
 from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
@@ -84,6 +85,12 @@ class Term:
 
 
 class QuorumPeer:
+    # The ZAB state machines of each role, and how often a SNAP to a learner lets the
+    # loop run: the simulator chooses its own (an injected bug is a subclass of a role).
+    leader_class = Leader
+    learner_class = Learner
+    snap_slice_nodes = SLICE_NODES
+
     def __init__(self, config: Config, ctx, datadir, build_pipeline, *, epochs=None,
                  rng=None):
         """`epochs` (EpochFiles by default) and the election's `rng` are what a simulation
@@ -178,7 +185,7 @@ class QuorumPeer:
 
     async def _lead(self, term: Term) -> None:
         cfg = self.config
-        leader = Leader(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
+        leader = self.leader_class(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
                         self.tree.last_processed_zxid, LogHistory(self.datadir.txnlog),
                         init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
                         config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync,
@@ -192,7 +199,8 @@ class QuorumPeer:
 
         def accept() -> QuorumConnection:
             conn = QuorumConnection(on_packets, on_lost,
-                                    data_max_bytes=q.data_max_bytes(cfg.jute_maxbuffer))
+                                    data_max_bytes=q.data_max_bytes(cfg.jute_maxbuffer),
+                                    snap_slice_nodes=self.snap_slice_nodes)
             unidentified[conn] = None
             return conn
 
@@ -272,7 +280,7 @@ class QuorumPeer:
     async def _learn(self, term: Term, leader_sid: int) -> None:
         cfg = self.config
         target = cfg.servers[leader_sid]
-        learner = Learner(self.sid, leader_sid, self.epochs.accepted, self.epochs.current,
+        learner = self.learner_class(self.sid, leader_sid, self.epochs.accepted, self.epochs.current,
                           self.tree.last_processed_zxid, observer=self.observer,
                           init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
                           counters=self.ctx.stats.quorum.counters)

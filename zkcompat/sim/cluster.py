@@ -7,7 +7,6 @@ loop; then every fault heals, the ensemble settles, and the checks run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import traceback
@@ -17,7 +16,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.framing import FrameReader, frame
 from zkcompat.sim import checks
-from zkcompat.sim.bugs import BUGS, switched_on
+from zkcompat.sim.bugs import BUGS
 from zkcompat.sim.clients import OPEN_ACL, SESSION_TIMEOUT_MS, SETUP_PATHS, SimClient
 from zkcompat.sim.history import HistoryRecorder
 from zkcompat.sim.locks import check_acquisitions, check_fencing
@@ -26,14 +25,12 @@ from zkcompat.sim.nemesis import Nemesis, plan
 from zkcompat.sim.network import SimNetwork
 from zkcompat.sim.server import CLIENT_PORT, SimServer
 from zkcompat.sim.watchlog import check_watches
-from zkcompat.tree import snapstream
 
 DURATION_S = 15.0
 SETTLE_MAX_S = 40.0
 SETTLE_POLL_S = 0.25
 CLIENTS = 4
 FAILURES_MAX = 20
-SNAP_SLICE_NODES = 3  # see _small_snap_slices
 
 
 @dataclass
@@ -49,19 +46,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return not self.failures
-
-
-@contextlib.contextmanager
-def _small_snap_slices():
-    """A SNAP streams in slices of SNAP_SLICE_NODES nodes: the simulator's small trees
-    then take several loop turns, with apply and broadcast between them, as a big tree's
-    do on a real leader."""
-    saved = snapstream.SLICE_NODES
-    snapstream.SLICE_NODES = SNAP_SLICE_NODES
-    try:
-        yield
-    finally:
-        snapstream.SLICE_NODES = saved
 
 
 class Cluster:
@@ -219,8 +203,7 @@ class Cluster:
         zk_log.setLevel(logging.CRITICAL)  # a run's servers log thousands of lines
         self.loop.set_exception_handler(self._loop_exception)
         try:
-            with switched_on(self.bug), _small_snap_slices():
-                run_virtual(self.loop, self.main())
+            run_virtual(self.loop, self.main())
         except Deadlock as e:
             self.fail(str(e))
         except Exception as e:  # noqa: BLE001 - the simulator's own bug, reported with its seed

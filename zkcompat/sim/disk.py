@@ -3,21 +3,20 @@ LevelDB store's durability contract. An appended txn is durable only once the si
 fsync that covers it has returned; a crash loses everything not yet durable. The epoch
 files and snapshot installs are written synchronously (fsync'd) as the real ones are.
 
-SimDisk is what survives a crash; SimTxnLog/SimDataDir are one incarnation's view of it,
-with the same interface the real TxnLog/DataDir give Pipeline, LogHistory and QuorumPeer.
+SimDisk is what survives a crash; SimDataDir is one incarnation's view of it: the
+production TxnLog over an in-memory store (SimDB) and a writer on the virtual clock
+(SimWriter), with DataDir's own recovery.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Iterator
 
 from zkcompat.store.datadir import DataDir
-from zkcompat.store.txnlog import key_zxid, txn_key
+from zkcompat.store.txnlog import TXN_PREFIX, TxnLog, key_zxid, txn_key
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.snapstream import SnapReader, snap_stream_chunks
-from zkcompat.tree.txn import Txn, decode_txn, encode_txn
 
 FSYNC_MIN_MS = 0.5
 FSYNC_MAX_MS = 4.0
@@ -47,142 +46,10 @@ class SimDisk:
         return len(gone)
 
 
-class SimTxnLog:
-    """TxnLog's interface (append, on_synced, on_sync_failed, sync, read_from, ...) over a
-    SimDisk. Group commit: appends gather while an fsync runs; the next fsync takes them all.
-
-    ack_before_durable is an injected bug: on_synced reports a batch at once, while it
-    only becomes durable after its fsync (a crash meanwhile loses an acknowledged txn)."""
-
-    def __init__(self, disk: SimDisk, rng, ack_before_durable: bool = False):
-        self.disk = disk
-        self.rng = rng
-        self.ack_before_durable = ack_before_durable
-        self.last_zxid = disk.zxids[-1] if disk.zxids else 0
-        self._pending: list[tuple[int, bytes]] = []  # appended, no fsync started
-        self._batch_last_zxid = self.last_zxid
-        self._syncing = False
-        self._failure: BaseException | None = None
-        self._waiters: list[tuple[int, asyncio.Future]] = []
-        self.on_synced = _ignore
-        self.on_sync_failed = _ignore
-        self.db = _LogView(disk)
-        self.stats = {"batches": 0, "txns": 0}
-
-    # -- writing ----------------------------------------------------------------------
-
-    def append(self, txns: list[Txn]) -> None:
-        last = self._batch_last_zxid
-        for txn in txns:
-            assert txn.zxid > last, f"log must grow in zxid order: 0x{txn.zxid:x} after 0x{last:x}"
-            self._pending.append((txn.zxid, encode_txn(txn)))
-            last = txn.zxid
-        self._batch_last_zxid = last
-        loop = asyncio.get_running_loop()
-        if self.ack_before_durable:
-            loop.call_soon(self.on_synced, last)
-        if not self._syncing and self._failure is None:
-            self._start_fsync(loop)
-
-    def _start_fsync(self, loop) -> None:
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        self._syncing = True
-        disk = self.disk
-        ms = self.rng.uniform(*disk.fsync_ms) + disk.slow_ms
-        if disk.fail_syncs > 0:
-            ms += disk.fail_slow_ms
-        loop.call_later(ms / 1000, self._fsynced, batch)
-
-    def _fsynced(self, batch: list[tuple[int, bytes]]) -> None:
-        self._syncing = False
-        disk = self.disk
-        if disk.fail_syncs > 0:
-            self._fsync_failed(batch)
-            return
-        for zxid, data in batch:
-            if disk.zxids:
-                assert zxid > disk.zxids[-1], "durable log out of zxid order"
-            disk.zxids.append(zxid)
-            disk.entries[zxid] = data
-        last = batch[-1][0]
-        self.last_zxid = last
-        self.stats["batches"] += 1
-        self.stats["txns"] += len(batch)
-        done = [w for w in self._waiters if w[0] <= last]
-        self._waiters = [w for w in self._waiters if w[0] > last]
-        for _, fut in done:
-            if not fut.done():
-                fut.set_result(last)
-        if not self.ack_before_durable:
-            self.on_synced(last)
-        if self._pending:
-            self._start_fsync(asyncio.get_running_loop())
-
-    def _fsync_failed(self, batch: list[tuple[int, bytes]]) -> None:
-        """TxnLog's writer after a failed write: nothing more is ever synced (its thread
-        has returned), waiters get the error, on_sync_failed is told. Whether the failed
-        batch reached the platter is unknown (fsyncgate): here a coin decides, so a
-        restart may find txns that were never acknowledged."""
-        disk = self.disk
-        disk.fail_syncs -= 1
-        if self.rng.random() < 0.5:
-            for zxid, data in batch:
-                disk.zxids.append(zxid)
-                disk.entries[zxid] = data
-        exc = OSError(5, "fsync failed (simulated)")
-        self._failure = exc
-        self._pending = []
-        waiters, self._waiters = self._waiters, []
-        for _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-        self.on_sync_failed(exc)
-
-    @property
-    def has_unsynced(self) -> bool:
-        return self._batch_last_zxid > self.last_zxid
-
-    async def sync(self) -> int:
-        if self._failure is not None:
-            raise self._failure
-        target = self._batch_last_zxid
-        if target <= self.last_zxid:
-            return self.last_zxid
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, fut))
-        return await fut
-
-    def close(self) -> None:
-        pass
-
-    # -- reading and repair -------------------------------------------------------------
-
-    def entries(self, after_zxid: int = 0) -> Iterator[tuple[int, bytes]]:
-        disk = self.disk
-        i = bisect.bisect_right(disk.zxids, after_zxid)
-        for zxid in disk.zxids[i:]:
-            yield zxid, disk.entries[zxid]
-
-    def read_from(self, after_zxid: int = 0) -> Iterator[Txn]:
-        for zxid, data in list(self.entries(after_zxid)):
-            txn = decode_txn(data)
-            assert txn.zxid == zxid, "log entry holds another zxid"
-            yield txn
-
-    def truncate_after(self, zxid: int) -> int:
-        assert not self._pending and not self._syncing, "truncating under an unsynced batch"
-        n = self.disk.truncate_after(zxid)
-        self.last_zxid = self._batch_last_zxid = self.disk.zxids[-1] if self.disk.zxids else 0
-        return n
-
-    def purge_before(self, zxid: int) -> int:
-        return 0
-
-
-class _LogView:
-    """The two plyvel calls LogHistory makes (get, a key iterator), over the durable log."""
+class SimDB:
+    """The plyvel calls TxnLog and LogHistory make (iterator, get, write_batch), over the
+    durable log of a SimDisk. A batch changes the disk only when written: what is never
+    written is lost with the process, as LevelDB's unsynced writes are."""
 
     def __init__(self, disk: SimDisk):
         self.disk = disk
@@ -190,19 +57,129 @@ class _LogView:
     def get(self, key: bytes):
         return self.disk.entries.get(key_zxid(key))
 
-    def iterator(self, start: bytes, stop: bytes, reverse: bool = False,
+    def iterator(self, start: bytes | None = None, stop: bytes | None = None,
+                 prefix: bytes | None = None, reverse: bool = False,
                  include_value: bool = True):
-        lo, hi = key_zxid(start), key_zxid(stop)
+        if prefix is not None:
+            assert prefix == TXN_PREFIX, "only the txn keys are simulated"
+            start, stop = txn_key(0), None
         zs = self.disk.zxids
-        keys = zs[bisect.bisect_left(zs, lo):bisect.bisect_left(zs, hi)]
+        lo = bisect.bisect_left(zs, _bound(start, 0))
+        hi = bisect.bisect_left(zs, _bound(stop, zs[-1] + 1 if zs else 0))
+        keys = zs[lo:hi]
         if reverse:
             keys = keys[::-1]
         for z in keys:
             yield txn_key(z) if not include_value else (txn_key(z), self.disk.entries[z])
 
+    def write_batch(self, sync: bool = False) -> SimBatch:
+        return SimBatch(self.disk)
 
-def _ignore(*_args) -> None:
-    pass
+    def close(self) -> None:
+        pass
+
+
+def _bound(key: bytes | None, otherwise: int) -> int:
+    """A key bound as a zxid: a whole txn key's, or `otherwise` for none or a bare prefix."""
+    if key is None or len(key) != len(txn_key(0)) or not key.startswith(TXN_PREFIX):
+        return otherwise
+    return key_zxid(key)
+
+
+class SimBatch:
+    """A LevelDB WriteBatch over a SimDisk: puts and deletes, applied by write()."""
+
+    def __init__(self, disk: SimDisk):
+        self.disk = disk
+        self.puts: list[tuple[int, bytes]] = []
+        self.deletes: list[int] = []
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.puts.append((key_zxid(key), value))
+
+    def delete(self, key: bytes) -> None:
+        self.deletes.append(key_zxid(key))
+
+    def write(self) -> None:
+        disk = self.disk
+        for zxid in self.deletes:
+            if disk.entries.pop(zxid, None) is not None:
+                disk.zxids.remove(zxid)
+        for zxid, value in self.puts:
+            if disk.zxids:
+                assert zxid > disk.zxids[-1], "durable log out of zxid order"
+            disk.zxids.append(zxid)
+            disk.entries[zxid] = value
+
+    def __enter__(self) -> SimBatch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.write()
+
+
+class SimWriter:
+    """TxnLog's writer on the virtual clock: one simulated fsync at a time, taking every
+    batch gathered meanwhile, each with a latency drawn from the disk's range (plus what
+    the nemesis adds). A failing fsync may or may not have reached the platter
+    (fsyncgate): a coin decides, so a restart may find txns never acknowledged.
+
+    ack_before_durable is an injected bug, a disk that lies about fsync: the sync is
+    reported at once, while the batch only reaches the platter when its fsync is done
+    (a crash meanwhile loses an acknowledged txn)."""
+
+    def __init__(self, disk: SimDisk, rng, ack_before_durable: bool = False):
+        self.disk = disk
+        self.rng = rng
+        self.ack_before_durable = ack_before_durable
+        self.log: TxnLog | None = None  # the log it writes for, set once both exist
+        self._syncing = False
+
+    def kick(self, loop) -> None:
+        log = self.log
+        log._loop = loop
+        if not self._syncing and log._failure is None:
+            self._start_fsync(loop)
+
+    def stop(self) -> None:
+        pass
+
+    def _start_fsync(self, loop) -> None:
+        batch, last, count, _ = self.log.take_batch()
+        if batch is None:
+            return
+        self._syncing = True
+        disk = self.disk
+        ms = self.rng.uniform(*disk.fsync_ms) + disk.slow_ms
+        if disk.fail_syncs > 0:
+            ms += disk.fail_slow_ms
+        if self.ack_before_durable:
+            loop.call_soon(self.log.batch_synced, last, count)
+        loop.call_later(ms / 1000, self._fsynced, batch, last, count)
+
+    def _fsynced(self, batch: SimBatch, last: int, count: int) -> None:
+        self._syncing = False
+        disk = self.disk
+        if disk.fail_syncs > 0:
+            disk.fail_syncs -= 1
+            if self.rng.random() < 0.5:
+                batch.write()
+            self.log.batch_failed(OSError(5, "fsync failed (simulated)"))
+            return
+        batch.write()
+        if not self.ack_before_durable:
+            self.log.batch_synced(last, count)
+        if self.log._batch is not None:
+            self._start_fsync(asyncio.get_running_loop())
+
+
+def sim_txn_log(disk: SimDisk, rng, ack_before_durable: bool = False) -> TxnLog:
+    """The production TxnLog over a SimDisk, written by a SimWriter."""
+    writer = SimWriter(disk, rng, ack_before_durable)
+    log = TxnLog(None, db=SimDB(disk), writer=writer)
+    writer.log = log
+    return log
 
 
 class SimEpochs:
@@ -272,7 +249,7 @@ class SimDataDir:
 
     def __init__(self, disk: SimDisk, rng, ack_before_durable: bool = False):
         self.disk = disk
-        self.txnlog = SimTxnLog(disk, rng, ack_before_durable)
+        self.txnlog = sim_txn_log(disk, rng, ack_before_durable)
         self.snapshots = SimSnapshots(disk)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from zkcompat.peer.quorum_peer import QuorumPeer
 from zkcompat.server.connection import Connection
 from zkcompat.server.context import ServerContext
 from zkcompat.server.pipeline import Pipeline
+from zkcompat.sim.bugs import roles_with
 from zkcompat.sim.disk import SimDataDir, SimDisk, SimEpochs
 from zkcompat.sim.loop import Node, Teardown, VirtualClock
 from zkcompat.tree.digest import tree_digest
@@ -30,6 +31,10 @@ SYNC_LIMIT_TICKS = 5
 CLIENT_PORT = 2181
 QUORUM_PORT = 2888
 ELECTION_PORT = 3888
+# A SNAP streams in slices of this many nodes: the simulator's small trees then take
+# several loop turns, with apply and broadcast between them, as a big tree's do on a
+# real leader.
+SNAP_SLICE_NODES = 3
 
 
 def host_of(sid: int) -> str:
@@ -83,11 +88,16 @@ class _NotServing(asyncio.Protocol):
 
 
 class SimQuorumPeer(QuorumPeer):
-    """QuorumPeer with the simulation's epoch files and a seeded election rng."""
+    """QuorumPeer with the simulation's epoch files, a seeded election rng, small SNAP
+    slices, and the zab roles of the run's injected bug (sim/bugs.py), if any."""
 
-    def __init__(self, config: Config, ctx, datadir: SimDataDir, build_pipeline, rng):
+    snap_slice_nodes = SNAP_SLICE_NODES
+
+    def __init__(self, config: Config, ctx, datadir: SimDataDir, build_pipeline, rng,
+                 bug: str | None = None):
         epochs = SimEpochs(datadir.disk, zxid_epoch(ctx.tree.last_processed_zxid))
         super().__init__(config, ctx, datadir, build_pipeline, epochs=epochs, rng=rng)
+        self.leader_class, self.learner_class = roles_with(bug)
         self.sim: SimServer | None = None
 
     def install(self, what, pipeline: Pipeline) -> None:
@@ -179,7 +189,8 @@ class SimServer:
         ctx.admin = _NoAdmin()
         ctx.serving = False
         ctx.mode = "looking"
-        self.peer = SimQuorumPeer(self.config, ctx, datadir, self._build_pipeline, rng)
+        self.peer = SimQuorumPeer(self.config, ctx, datadir, self._build_pipeline, rng,
+                                  cluster.bug)
         self.peer.sim = self
         cluster.trace(f"{self.host} start incarnation={self.incarnation} "
                       f"zxid=0x{tree.last_processed_zxid:x} "

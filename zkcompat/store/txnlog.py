@@ -1,10 +1,14 @@
 """The txn log in LevelDB: one key per Txn (big-endian zxid), value = crc32 + ZooKeeper's
 own encoding of the Txn (TxnHeader then its record). Group commit: `append` gathers
-txns into a batch in the loop thread; a writer thread of its own takes the whole batch
-and writes it with one LevelDB write (fsync unless forceSync=no), during which the GIL
-is free and the next batch gathers. The writer takes the next batch the moment a write
-returns, without a round trip through the event loop, and reports each sync to the loop
-(`on_synced`, through call_soon_threadsafe, in order).
+txns into a batch in the loop thread; a writer takes the whole batch and writes it with
+one LevelDB write (fsync unless forceSync=no) while the next batch gathers, and reports
+each sync to the loop (`on_synced`, in order). After a failed write nothing more is ever
+synced (fsyncgate: a failed fsync is not retried and trusted).
+
+The production writer is a thread of its own (ThreadWriter), during whose writes the GIL
+is free; it takes the next batch the moment a write returns, without a round trip
+through the event loop. The simulator gives the same TxnLog an in-memory store and a
+writer on its virtual clock (sim/disk.py): one group-commit contract, not two.
 
 Rule: a txn is acknowledged only after the sync that covers it has returned.
 """
@@ -80,11 +84,16 @@ def decode_entry(zxid: int, value: bytes) -> Txn:
 
 
 class TxnLog:
-    def __init__(self, path: Path, sync: bool = True):
-        path.mkdir(parents=True, exist_ok=True)
+    """`db` is the store (plyvel's interface; the simulator's is in memory) and `writer`
+    what writes its batches (ThreadWriter unless given)."""
+
+    def __init__(self, path: Path | None, sync: bool = True, *, db=None, writer=None):
+        if db is None:
+            path.mkdir(parents=True, exist_ok=True)
+            db = plyvel.DB(str(path), create_if_missing=True)
         self.path = path
         self.sync_enabled = sync
-        self.db = plyvel.DB(str(path), create_if_missing=True)
+        self.db = db
         self.last_zxid = self._last_key_zxid()
         # The batch being gathered and its bookkeeping, shared with the writer thread under
         # _lock (plyvel's put releases the GIL, so the GIL alone does not keep them apart).
@@ -92,16 +101,8 @@ class TxnLog:
         self._batch = None
         self._batch_last_zxid = self.last_zxid  # highest zxid appended, synced or not
         self._batch_count = 0
-        # A writer that finds no batch sets _idle (under _lock) and sleeps on _wake, a lock
-        # that stays acquired; whoever clears _idle (under _lock) releases _wake once. So a
-        # wake-up is one C-level release, not an Event's Condition in Python on both
-        # threads, which a 1x1 write pays in series (docs/measurements.md).
-        self._wake = threading.Lock()
-        self._wake.acquire()
-        self._idle = False
-        self._writer: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping = False
+        self.writer = writer if writer is not None else ThreadWriter(self)
         self._failure: BaseException | None = None  # a write failed: nothing more is synced
         self._waiters: list[tuple[int, asyncio.Future]] = []  # sync() callers: (zxid, future)
         self.on_synced: Callable[[int], None] = _ignore_synced  # loop thread, in sync order
@@ -140,16 +141,7 @@ class TxnLog:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # appended outside a loop (tools, tests): sync() starts the writer
-        self._kick(loop)
-
-    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:
-            self._loop = loop  # where the writer reports what it writes next
-            wake, self._idle = self._idle, False
-        if self._writer is None:
-            self._start_writer()
-        elif wake:
-            self._wake.release()
+        self.writer.kick(loop)
 
     @property
     def has_unsynced(self) -> bool:
@@ -165,45 +157,24 @@ class TxnLog:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._waiters.append((target, fut))
-        self._kick(loop)
+        self.writer.kick(loop)
         return await fut
 
-    def _start_writer(self) -> None:
-        self._writer = threading.Thread(target=self._write_batches, name="txnlog-writer",
-                                        daemon=True)
-        self._writer.start()
+    # -- what the writer calls ----------------------------------------------------------
 
-    def _write_batches(self) -> None:
-        """The writer thread: take whatever has gathered, write it, report it, repeat."""
-        while True:
-            with self._lock:
-                batch, self._batch = self._batch, None
-                last, count = self._batch_last_zxid, self._batch_count
-                self._batch_count = 0
-                loop = self._loop
-                if batch is None:
-                    if self._stopping:
-                        return
-                    self._idle = True
-            if batch is None:
-                self._wake.acquire()  # until a kick releases it
-                continue
-            t0 = time.perf_counter()
-            try:
-                batch.write()
-            except Exception as e:  # noqa: BLE001 - handed to the loop, which stops serving
-                self._report(loop, self._sync_failed, e)
-                return
-            self._report(loop, self._synced, last, count, (time.perf_counter() - t0) * 1000)
+    def take_batch(self, when_empty=None) -> tuple:
+        """The batch gathered so far, for the writer to write: (batch, its last zxid, its
+        txn count, the loop to report to); batch is None if nothing gathered, and then
+        when_empty() runs under the same lock as the appends."""
+        with self._lock:
+            batch, self._batch = self._batch, None
+            last, count = self._batch_last_zxid, self._batch_count
+            self._batch_count = 0
+            if batch is None and when_empty is not None:
+                when_empty()
+            return batch, last, count, self._loop
 
-    @staticmethod
-    def _report(loop, callback, *args) -> None:
-        try:
-            loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # the loop has closed (shutdown): nobody waits for this sync
-            pass
-
-    def _synced(self, last: int, count: int, write_ms: float = 0.0) -> None:
+    def batch_synced(self, last: int, count: int, write_ms: float = 0.0) -> None:
         """Loop thread: a sync returned; everything up to `last` is durable."""
         self.last_zxid = last
         stats = self.stats
@@ -221,7 +192,7 @@ class TxnLog:
                     fut.set_result(last)
         self.on_synced(last)
 
-    def _sync_failed(self, exc: BaseException) -> None:
+    def batch_failed(self, exc: BaseException) -> None:
         """Loop thread: a write failed; nothing after `last_zxid` is durable, nor will be."""
         self._failure = exc
         waiters, self._waiters = self._waiters, []
@@ -232,14 +203,9 @@ class TxnLog:
 
     def close(self) -> None:
         """Stop the writer once it has finished the write it is in; then close the DB."""
-        if self._writer is not None:
-            self._stopping = True
-            with self._lock:
-                self._batch = None  # never synced, so never acknowledged
-                wake, self._idle = self._idle, False
-            if wake:
-                self._wake.release()
-            self._writer.join()
+        with self._lock:
+            self._batch = None  # never synced, so never acknowledged
+        self.writer.stop()
         self.db.close()
 
     # -- reading and repair -------------------------------------------------------------
@@ -295,6 +261,75 @@ class TxnLog:
                 wb.delete(key)
                 n += 1
         return n
+
+
+class ThreadWriter:
+    """Writes a TxnLog's batches on a thread of its own, one LevelDB write each, and reports
+    each to the loop through call_soon_threadsafe, in order."""
+
+    def __init__(self, log: TxnLog):
+        self.log = log
+        # A writer that finds no batch sets _idle (under the log's lock) and sleeps on
+        # _wake, a lock that stays acquired; whoever clears _idle (under the log's lock)
+        # releases _wake once. So a wake-up is one C-level release, not an Event's
+        # Condition in Python on both threads, which a 1x1 write pays in series.
+        self._wake = threading.Lock()
+        self._wake.acquire()
+        self._idle = False
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A batch gathered (or someone waits for one): write it soon."""
+        log = self.log
+        with log._lock:
+            log._loop = loop  # where the writer reports what it writes next
+            wake, self._idle = self._idle, False
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._write_batches, name="txnlog-writer",
+                                            daemon=True)
+            self._thread.start()
+        elif wake:
+            self._wake.release()
+
+    def stop(self) -> None:
+        """After the write it is in, the thread ends (the log has dropped its batch)."""
+        if self._thread is None:
+            return
+        self._stopping = True
+        with self.log._lock:
+            wake, self._idle = self._idle, False
+        if wake:
+            self._wake.release()
+        self._thread.join()
+
+    def _went_idle(self) -> None:
+        self._idle = True
+
+    def _write_batches(self) -> None:
+        """The writer thread: take whatever has gathered, write it, report it, repeat."""
+        log = self.log
+        while True:
+            batch, last, count, loop = log.take_batch(self._went_idle)
+            if batch is None:
+                if self._stopping:
+                    return
+                self._wake.acquire()  # until a kick releases it
+                continue
+            t0 = time.perf_counter()
+            try:
+                batch.write()
+            except Exception as e:  # noqa: BLE001 - handed to the loop, which stops serving
+                _report(loop, log.batch_failed, e)
+                return
+            _report(loop, log.batch_synced, last, count, (time.perf_counter() - t0) * 1000)
+
+
+def _report(loop, callback, *args) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop has closed (shutdown): nobody waits for this sync
+        pass
 
 
 class LogHistory:

@@ -117,7 +117,7 @@ class SnapshotWriter:
     the largest. Without a `view` the tree must not change while chunks() runs (a dict
     that changes size raises RuntimeError). With one (tree/view.py) the writer serialises
     the tree as it was when the view was taken, however it changes meanwhile, and yields
-    an empty chunk after every SLICE_NODES nodes of work: a point where its caller may let
+    an empty chunk after every `slice_nodes` nodes of work: a point where its caller may let
     the event loop run (apply included) before it asks for more.
 
     `progress(nodes_written, nodes_total)` is called at every chunk and at the end.
@@ -128,12 +128,13 @@ class SnapshotWriter:
     def __init__(self, tree: DataTree, *, chunk_bytes: int = CHUNK_BYTES,
                  progress: Progress | None = None, digest: bool = False,
                  acl_ids: Mapping[int, AclTuple] | None = None,
-                 view: TreeView | None = None) -> None:
+                 view: TreeView | None = None, slice_nodes: int = SLICE_NODES) -> None:
         if chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes must be > 0, not {chunk_bytes}")
         assert view is None or view.tree is tree
         self.tree = tree
         self.view = view
+        self.slice_nodes = slice_nodes
         self.chunk_bytes = chunk_bytes
         self.progress = progress
         self.with_digest = digest
@@ -159,9 +160,9 @@ class SnapshotWriter:
         next_id = max((r for r in self.acl_cache if r > 0), default=FIRST_ACL_ID - 1) + 1
         id_of = self._acl_id_of
         internal: set[str] = set()
-        sliced = self.view is not None
+        sliced, slice_nodes = self.view is not None, self.slice_nodes
         for i, (path, node) in enumerate(self._items(), 1):
-            if sliced and not i % SLICE_NODES:
+            if sliced and not i % slice_nodes:
                 yield b""
             acl = node.acl
             if id(acl) not in id_of and not (acl is OPEN_ACL_UNSAFE and path in NULL_ACL_PATHS):
@@ -221,7 +222,7 @@ class SnapshotWriter:
         """The stream, chunk by chunk; ends after the "/" end mark."""
         yield from self._first_pass()
         out = self._head()
-        sliced = self.view is not None
+        sliced, slice_nodes = self.view is not None, self.slice_nodes
         chunk = self.chunk_bytes
         write = nodecodec.ZOOKEEPER.write
         id_of = self._acl_id_of
@@ -239,7 +240,7 @@ class SnapshotWriter:
             if len(out) >= chunk:
                 self.nodes_written = written
                 yield from self._flush(out, full_only=True)
-            elif sliced and not written % SLICE_NODES:
+            elif sliced and not written % slice_nodes:
                 yield b""
         out += _END_OF_NODES
         self.nodes_written = written

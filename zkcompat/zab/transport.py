@@ -29,6 +29,7 @@ from zkcompat.security.quorum_sasl import (
 from zkcompat.security.quorum_tls import QuorumTls
 from zkcompat.tree.snapstream import (
     LENGTH_MAX_BYTES,
+    SLICE_NODES,
     SnapReader,
     SnapStreamError,
     snap_stream_chunks,
@@ -67,11 +68,13 @@ class QuorumConnection(asyncio.Protocol):
     data_max_bytes long (jute.maxbuffer and its extra size: quorum.data_max_bytes)."""
 
     def __init__(self, on_packets: Callable, on_lost: Callable, *, reads_snap: bool = False,
-                 data_max_bytes: int = q.PACKET_DATA_MAX_BYTES):
+                 data_max_bytes: int = q.PACKET_DATA_MAX_BYTES,
+                 snap_slice_nodes: int = SLICE_NODES):
         self.on_packets = on_packets
         self.on_lost = on_lost
         self.reads_snap = reads_snap
         self.data_max_bytes = data_max_bytes
+        self.snap_slice_nodes = snap_slice_nodes  # a SNAP yields to the loop this often
         self.transport: asyncio.Transport | None = None
         self.sid: int | None = None  # the learner's, once its first packet named it
         self.remote = "?"
@@ -226,7 +229,8 @@ class QuorumConnection(asyncio.Protocol):
         progress = _snap_progress("snap_sent", self.sid)
         started = asyncio.get_running_loop().time()
         try:
-            for chunk in snap_stream_chunks(view.tree, progress=progress, view=view):
+            for chunk in snap_stream_chunks(view.tree, progress=progress, view=view,
+                                            slice_nodes=self.snap_slice_nodes):
                 if chunk:
                     self.transport.write(chunk)
                 if self._writable.is_set():
