@@ -31,7 +31,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.jute.framing import FrameReader
-from zkcompat.zab.transport import QuorumConnection
+from zkcompat.peer.transport import QuorumConnection
 
 pytestmark = pytest.mark.timeout(240)
 

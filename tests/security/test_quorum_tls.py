@@ -1,5 +1,5 @@
 """TLS between servers, below ZAB: the ssl.quorum.* settings, UnifiedServerSocket's test of a
-connection's first bytes, ZKTrustManager's host check, and zab/links.py's listener and
+connection's first bytes, ZKTrustManager's host check, and peer/links.py's listener and
 connector over loopback sockets (plaintext, TLS and both on one port; every byte a peer
 sends reaches the layer above, in order; a refused peer is closed with a logged reason)."""
 
@@ -14,10 +14,10 @@ import ssl
 import pytest
 
 from conftest import PASSWORD
+from zkcompat.peer.links import Listener, open_link
 from zkcompat.security import quorum_tls, unified
 from zkcompat.security.settings import SettingError
 from zkcompat.security.tls import TlsSetupError
-from zkcompat.zab.links import Listener, open_link
 
 TIMEOUT_S = 10.0
 
@@ -188,7 +188,7 @@ def test_tls_only_port_refuses_plaintext(material, caplog):
         finally:
             await listener.close()
 
-    with caplog.at_level(logging.WARNING, logger="zkcompat.zab.links"):
+    with caplog.at_level(logging.WARNING, logger="zkcompat.peer.links"):
         got, accepted = _run(scenario())
     assert (got, accepted) == (b"", 0)
     assert any("event=quorum_link_refused port=election" in r.getMessage()
@@ -213,7 +213,7 @@ def test_untrusted_client_certificate_fails_the_handshake(material, caplog):
         finally:
             await listener.close()
 
-    with caplog.at_level(logging.WARNING, logger="zkcompat.zab.links"):
+    with caplog.at_level(logging.WARNING, logger="zkcompat.peer.links"):
         assert _run(scenario()) == 0
     assert any("TLS handshake failed" in r.getMessage() for r in caplog.records)
 
@@ -242,7 +242,7 @@ def test_a_peer_whose_certificate_names_another_address_is_refused_both_ways(mat
         finally:
             await listener.close()
 
-    with caplog.at_level(logging.WARNING, logger="zkcompat.zab.links"):
+    with caplog.at_level(logging.WARNING, logger="zkcompat.peer.links"):
         assert _run(scenario()) == 0
     refusals = [r.getMessage() for r in caplog.records if "quorum_link_refused" in r.getMessage()]
     assert len(refusals) == 2, refusals

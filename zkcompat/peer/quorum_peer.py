@@ -16,18 +16,18 @@ from zkcompat.config import Config, LearnerType
 from zkcompat.jute import quorum as q
 from zkcompat.jute.election import ServerState
 from zkcompat.jute.errors import JuteError
+from zkcompat.peer.elector import Elector
+from zkcompat.peer.links import Link, Listener
+from zkcompat.peer.transport import QuorumConnection, connect_to_leader
 from zkcompat.security.quorum_sasl import QuorumAuthError, QuorumAuthServerExchange
 from zkcompat.server.expirer import run_expirer
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
 from zkcompat.tree.snapstream import SLICE_NODES
 from zkcompat.zab.election import Vote, quorum_config_bytes
-from zkcompat.zab.elector import Elector
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
-from zkcompat.zab.links import Link, Listener
 from zkcompat.zab.peer import zxid_epoch
-from zkcompat.zab.transport import QuorumConnection, connect_to_leader
 
 log = logging.getLogger(__name__)
 

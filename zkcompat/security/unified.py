@@ -2,7 +2,7 @@
 with MSG_PEEK before the event loop reads any, so a TLS handshake still sees them all.
 
 The election and quorum ports do this with portUnification (UnifiedServerSocket; see
-zab/links.py), the client port with client.portUnification (NettyServerCnxnFactory's
+peer/links.py), the client port with client.portUnification (NettyServerCnxnFactory's
 DualModeSslHandler): `UnifiedClientPort` below.
 """
 

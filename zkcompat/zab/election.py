@@ -1,5 +1,5 @@
 """FastLeaderElection of ZooKeeper 3.8.0 as a sans-I/O state machine: notifications and
-ticks in, ElectionEffects out. The shell owns sockets and the clock (zab/elector.py).
+ticks in, ElectionEffects out. The shell owns sockets and the clock (peer/elector.py).
 
     fle = FastLeaderElection(my_sid, voters, observers, quorum_config_bytes(servers))
     fx = fle.look(last_zxid, peer_epoch, now_ms)   # a new round: logicalclock+1, vote for self

@@ -1,4 +1,4 @@
-"""zab/transport.py's SNAP over real loopback sockets: it streams over many loop turns,
+"""peer/transport.py's SNAP over real loopback sockets: it streams over many loop turns,
 exact at the zxid its packet names while txns keep applying, the packets sent after it
 arrive after it in order, and a learner that stops reading holds the leader's buffer
 near its high mark without stalling the loop."""
@@ -10,13 +10,13 @@ import asyncio
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
+from zkcompat.peer import transport
+from zkcompat.peer.transport import QuorumConnection
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.snapstream import CHUNK_BYTES, snap_stream_chunks
 from zkcompat.tree.txn import Txn
-from zkcompat.zab import transport
 from zkcompat.zab.leader import SNAP
-from zkcompat.zab.transport import QuorumConnection
 
 P = q.PacketType
 NODES = 30_000

@@ -22,9 +22,9 @@ from zkcompat.jute.election import (
     encode_old_connection_header,
     frame_message,
 )
-from zkcompat.zab.cnxmanager import QuorumCnxManager
+from zkcompat.peer.cnxmanager import QuorumCnxManager
+from zkcompat.peer.elector import Elector
 from zkcompat.zab.election import QuorumServer
-from zkcompat.zab.elector import Elector
 
 WAIT_S = 10.0
 pytestmark = pytest.mark.timeout(60)
@@ -250,7 +250,7 @@ def test_a_malformed_header_closes_only_that_connection(header: bytes,
         finally:
             await cnx.close()
 
-    with caplog.at_level(logging.INFO, logger="zkcompat.zab.cnxmanager"):
+    with caplog.at_level(logging.INFO, logger="zkcompat.peer.cnxmanager"):
         run(main())
     assert got == [(6, b"still here")]
     assert "event=election_header_rejected" in caplog.text
@@ -287,7 +287,7 @@ def test_a_bad_frame_length_closes_the_connection_after_the_good_frames(
         finally:
             await cnx.close()
 
-    with caplog.at_level(logging.INFO, logger="zkcompat.zab.cnxmanager"):
+    with caplog.at_level(logging.INFO, logger="zkcompat.peer.cnxmanager"):
         run(main())
     assert got == [(3, b"good")]
     assert "event=election_frame_rejected" in caplog.text

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
+from zkcompat.peer.links import open_link
 from zkcompat.security.quorum_sasl import (
     QuorumAuthError,
     QuorumAuthLearnerExchange,
@@ -36,7 +37,6 @@ from zkcompat.tree.snapstream import (
 )
 from zkcompat.tree.view import TreeView
 from zkcompat.zab.leader import Snap
-from zkcompat.zab.links import open_link
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from zkcompat.jute.election import Notification, ServerState
 from zkcompat.jute.errors import JuteError
+from zkcompat.peer.cnxmanager import QuorumCnxManager
 from zkcompat.security.quorum_tls import QuorumTls
-from zkcompat.zab.cnxmanager import QuorumCnxManager
 from zkcompat.zab.election import (
     FINALIZE_WAIT_MS,
     MAX_NOTIFICATION_INTERVAL_MS,

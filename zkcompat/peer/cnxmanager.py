@@ -1,6 +1,6 @@
 """QuorumCnxManager's job in asyncio: one election connection per pair of servers, on
 ZooKeeper 3.8's wire, carrying framed messages; only the connection the larger sid opened
-survives. Message bytes go up to a callback; what they mean is zab/elector.py's business.
+survives. Message bytes go up to a callback; what they mean is peer/elector.py's business.
 
 Every event is logged as one key=value line: event=election_connected sid=2 ...
 """
@@ -23,6 +23,7 @@ from zkcompat.jute.election import (
     frame_message,
 )
 from zkcompat.jute.errors import JuteError
+from zkcompat.peer.links import Link, Listener, open_link, run_exchange
 from zkcompat.security.quorum_sasl import (
     QuorumAuthError,
     QuorumAuthLearnerExchange,
@@ -30,7 +31,6 @@ from zkcompat.security.quorum_sasl import (
     QuorumSaslSettings,
 )
 from zkcompat.security.quorum_tls import QuorumTls
-from zkcompat.zab.links import Link, Listener, open_link, run_exchange
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class QuorumCnxManager:
     - a malformed header or frame, or a header not complete within header_timeout_ms,
       closes that one connection with a logged reason.
     With `security` (sslQuorum, portUnification) connections are opened and accepted as
-    zab/links.py says, before the header. With `sasl` (quorum.auth.enableSasl) the opener
+    peer/links.py says, before the header. With `sasl` (quorum.auth.enableSasl) the opener
     authenticates after its header and the acceptor checks it there, before either looks
     at the sids (QuorumCnxManager.startConnection, handleConnection), within
     header_timeout_ms.
