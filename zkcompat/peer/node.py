@@ -40,18 +40,11 @@ from zkcompat.zab.peer import zxid_epoch
 
 log = logging.getLogger(__name__)
 
-# The txn log's writer thread needs the GIL for a moment to start each sync and again to
-# report it done; while the loop thread is busy it waits up to the switch interval (5 ms
-# by default) each time. At 0.5 ms a sync's round trip under a busy loop fell from a p90
-# of 8-12 ms to ~4 ms, and ephemeral create+delete at 64x16 gained ~9% (on 2 cores). At
-# 0.1 ms ephemeral create+delete at 8x32, which waits on syncs, not on the CPU, gained 8%
-# more (8 alternating runs; 6 won). Only a thread that waits for the GIL forces a switch.
+# The txn log's writer thread waits up to the switch interval for the GIL at each sync
+# while the loop thread is busy (docs/measurements.md, "GIL switch interval").
 GIL_SWITCH_INTERVAL_S = 0.0001
-# Python's default (700, 10, 10) collects the young generation every 700 net allocations,
-# so each batch of in-flight requests is scanned, promoted, and counted towards full
-# collections, which scan every znode. In process, creating 1M znodes: 42 µs per create
-# and full-collection pauses of up to 400 ms by default; 26 µs and pauses of ~15-20 ms at
-# these values. Ephemeral create+delete: 9% fewer instructions per request (cachegrind).
+# Young collections every 700 allocations scan each batch of in-flight requests, and full
+# ones every znode (docs/measurements.md, "Garbage collector thresholds").
 GC_THRESHOLDS = (50_000, 20, 100)
 # DataTree.DIGEST_LOG_INTERVAL: the hash command lists the digest at every 128th zxid.
 DIGEST_LOG_INTERVAL = 128
