@@ -191,7 +191,7 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
     tasks = [asyncio.create_task(run_reaper(
         lambda: ctx.pipeline if ctx.serving and ctx.pipeline.leading else None,
         config.container_check_interval_ms, config.container_max_per_minute,
-        config.container_max_never_used_ms))]
+        config.container_max_never_used_ms, ctx.clock))]
     if member is None:
         ctx.expirer = asyncio.create_task(run_expirer(ctx.pipeline, config.tick_time_ms,
                                                       ctx.clock.mono_ms))

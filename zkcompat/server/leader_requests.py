@@ -57,9 +57,10 @@ class LeaderRequests:
     def create_session(self, cnxn, timeout_ms: int) -> Session:
         session = Session(self.tracker.next_session_id(), timeout_ms)
         session.cnxn = cnxn
-        self.tracker.add(session, self.clock.mono_ms())
+        now = self.clock.mono_ms()
+        self.tracker.add(session, now)
         req = Request(session.session_id, 0, _CREATE_SESSION, r.CreateSessionTxn(timeout_ms),
-                      cnxn, [])
+                      cnxn, [], now)
         self.submit(session, req)
         return session
 
@@ -109,11 +110,12 @@ class LeaderRequests:
 
     def expire_sessions(self) -> None:
         """Called every tick: submit a closeSession for each session past its deadline."""
-        for session in self.tracker.expired(self.clock.mono_ms()):
+        now = self.clock.mono_ms()
+        for session in self.tracker.expired(now):
             log.info("event=session_expired session=0x%x timeout_ms=%d",
                      session.session_id, session.timeout_ms)
             self.submit(session, Request(session.session_id, 0, _CLOSE_SESSION, None,
-                                         None, []))
+                                         None, [], now))
 
     def restore_sessions(self) -> None:
         """After recovery every recovered session gets a full timeout from now, as a new
@@ -140,7 +142,7 @@ class LeaderRequests:
             return
         auth_ids = [(i.scheme, i.id) for i in authinfo]
         record = _decode_forwarded(op, body)
-        req = Request(session_id, cxid, op, record, None, auth_ids)
+        req = Request(session_id, cxid, op, record, None, auth_ids, 0)  # answered elsewhere
         if not req.is_write:
             log.warning("event=learner_request_not_a_write sid=%d op=%d", sid, op)
             return

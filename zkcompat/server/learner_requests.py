@@ -42,9 +42,10 @@ class LearnerRequests:
     def create_session(self, cnxn, timeout_ms: int) -> Session:
         session = Session(self.tracker.next_session_id(), timeout_ms)
         session.cnxn = cnxn
-        self.tracker.add(session, self.clock.mono_ms())
+        now = self.clock.mono_ms()
+        self.tracker.add(session, now)
         req = Request(session.session_id, 0, _CREATE_SESSION, r.CreateSessionTxn(timeout_ms),
-                      cnxn, [])
+                      cnxn, [], now)
         self.submit(session, req)
         return session
 

@@ -62,8 +62,9 @@ class ReadOnlyRequests:
 
     def expire_sessions(self) -> None:
         """A read-only server expires its local sessions itself: closed here, no txn."""
-        for session in self.tracker.expired(self.clock.mono_ms()):
+        now = self.clock.mono_ms()
+        for session in self.tracker.expired(now):
             log.info("event=session_expired session=0x%x timeout_ms=%d",
                      session.session_id, session.timeout_ms)
             self.submit(session, Request(session.session_id, 0, _CLOSE_SESSION, None,
-                                         None, []))
+                                         None, [], now))

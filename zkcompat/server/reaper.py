@@ -8,9 +8,9 @@ through prep, so a node that gained a child meanwhile is left alone (NotEmpty).
 
 import asyncio
 import logging
-import time
 
 from zkcompat.jute.constants import OpCode
+from zkcompat.server.clock import SYSTEM_CLOCK, Clock
 from zkcompat.server.request import DeleteContainerRequest, Request
 from zkcompat.tree.datatree import is_ttl_owner, ttl_of
 
@@ -36,19 +36,21 @@ def candidates(tree, now_ms: int, max_never_used_ms: int) -> list[str]:
 
 
 async def run_reaper(leading_pipeline, interval_ms: int, max_per_minute: int,
-                     max_never_used_ms: int):
+                     max_never_used_ms: int, clock: Clock = SYSTEM_CLOCK):
     """Only a leader reaps (ContainerManager runs on the leader): `leading_pipeline()` is
-    the pipeline while this server leads, else None."""
+    the pipeline while this server leads, else None. Ages are on the wall clock, against
+    the mtime the leader stamped (ContainerManager.getElapsed)."""
     gap_s = 60.0 / max_per_minute
     while True:
         await asyncio.sleep(interval_ms / 1000)
         pipeline = leading_pipeline()
         if pipeline is None:
             continue
-        for path in candidates(pipeline.tree, time.time_ns() // 1_000_000, max_never_used_ms):
+        now_ms = clock.wall_ms()
+        for path in candidates(pipeline.tree, now_ms, max_never_used_ms):
             if leading_pipeline() is not pipeline:
                 break
             log.info("event=reap_candidate path=%s", path)
             pipeline.submit(None, Request(0, 0, OpCode.DELETE_CONTAINER,
-                                          DeleteContainerRequest(path), None, []))
+                                          DeleteContainerRequest(path), None, [], 0))
             await asyncio.sleep(gap_s)
