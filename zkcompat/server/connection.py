@@ -18,6 +18,7 @@ from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
 from zkcompat.security.enforce import is_authenticated
+from zkcompat.server.admin import ARGUMENT_BYTES as FOUR_LETTER_ARGUMENT_BYTES
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
@@ -141,10 +142,14 @@ class Connection(asyncio.Protocol):
             self._first4 += data
             if len(self._first4) < 4:
                 return
-            data, self._first4 = bytes(self._first4), None
+            data = bytes(self._first4)
             if self.server.admin.is_four_letter_word(data[:4]):
-                self._four_letter_word(data[:4].decode("ascii"))
+                word = data[:4].decode("ascii")
+                end = 4 + FOUR_LETTER_ARGUMENT_BYTES.get(word, 0)  # stmk's mask follows it
+                if len(data) >= end:
+                    self._four_letter_word(word, data[4:end])
                 return
+            self._first4 = None
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -664,8 +669,8 @@ class Connection(asyncio.Protocol):
         self.send(encode_reply(xid, -1, Code.UNIMPLEMENTED, None))
         self.close_after_flush(f"unknown op code {op}")
 
-    def _four_letter_word(self, cmd: str) -> None:
-        text = self.server.admin.four_letter_word(cmd, self)
+    def _four_letter_word(self, cmd: str, argument: bytes) -> None:
+        text = self.server.admin.four_letter_word(cmd, self, argument)
         self.transport.write(text.encode("utf-8"))
         self._state = "closed"
         self.transport.close()
