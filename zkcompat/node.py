@@ -30,6 +30,7 @@ from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.limits import ClientLimits
 from zkcompat.server.loopmon import LoopMonitor
 from zkcompat.server.metrics import metrics_app, registry_for
+from zkcompat.server.not_serving import NotServingConnection
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
 from zkcompat.server.roles import pipeline_class
@@ -298,7 +299,7 @@ async def _listen(ctx: ServerContext,
     listener = _LargeRequestListener if ctx.limits.large_requests_counted else _Listener
 
     def plain() -> asyncio.Protocol:
-        return listener(ctx) if ctx.serving else _refuse_connection()
+        return listener(ctx) if ctx.serving else NotServingConnection(ctx)
 
     if client_stores is not None:
         x509 = security_x509.SCHEME in config.auth_schemes

@@ -25,6 +25,15 @@ ZAB_ELECTION, ZAB_SYNCHRONIZATION, ZAB_BROADCAST = "election", "synchronization"
 # QuorumPeer.getDetailedPeerState's first word: the ServerState, by srvr's mode.
 PEER_STATES = {"leader": "leading", "follower": "following", "observer": "observing",
                "looking": "looking", "read-only": "looking"}
+# AbstractFourLetterCommand.ZK_NOT_SERVING: the answer of a command that needs the
+# ZooKeeperServer while none runs (a member electing, or syncing with its new leader).
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
+# The words that ask nothing of the ZooKeeperServer (RuokCommand, EnvCommand,
+# TraceMaskCommand, SetTraceMaskCommand): answered alike whether one runs or not.
+SERVER_NOT_REQUIRED = frozenset(("ruok", "envi", "gtmk", "stmk"))
+# The rest, without one: IsroCommand prints "null", DigestCommand print()s ZK_NOT_SERVING,
+# every other println()s it.
+NOT_SERVING_ANSWERS = {"isro": "null", "hash": NOT_SERVING}
 # The bytes a word reads after itself: stmk's new trace mask, a long
 # (NIOServerCnxn.checkFourLetterWord).
 ARGUMENT_BYTES = {"stmk": 8}
@@ -76,9 +85,12 @@ class Admin:
             return False
 
     def four_letter_word(self, cmd: str, cnxn, argument: bytes = b"") -> str:
-        """NIOServerCnxn.checkFourLetterWord: the whitelist first, then the command."""
+        """NIOServerCnxn.checkFourLetterWord: the whitelist first, then the command, which
+        says ZK_NOT_SERVING if it needs a server and this one is not serving."""
         if cmd not in self.server.config.four_letter_words:
             return f"{cmd} is not executed because it is not in the whitelist.\n"
+        if not self.server.serving and cmd not in SERVER_NOT_REQUIRED:
+            return NOT_SERVING_ANSWERS.get(cmd, NOT_SERVING + "\n")
         if cmd == "stmk":
             return self.stmk(argument)
         fn = COMMANDS.get(cmd)
