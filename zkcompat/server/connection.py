@@ -1,8 +1,9 @@
-"""One client connection: framing, handshake, pings, auth, and coalesced writes.
+"""One client connection: framing, handshake, pings, auth packets, and coalesced writes.
 
 Everything a client sends is decoded here exactly once and handed to the pipeline as a
 Request. Replies are queued and written with one transport.write per flush of the outbox.
-A protocol violation closes this connection (with a logged reason) and nothing else.
+A protocol violation closes this connection (with a logged reason) and nothing else. What
+an auth or SASL packet grants, and who must authenticate, client_auth decides.
 """
 
 import asyncio
@@ -17,12 +18,11 @@ from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
-from zkcompat.security.enforce import is_authenticated
+from zkcompat.server import client_auth
 from zkcompat.server.admin import ARGUMENT_BYTES as FOUR_LETTER_ARGUMENT_BYTES
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.server.stats import OP_NAMES, ConnectionStats, now_ms
-from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
 
@@ -567,13 +567,10 @@ class Connection(asyncio.Protocol):
         self._submit(session, req)
 
     def _refused_unauthenticated(self, enforcement, xid: int, op: int) -> bool:
-        """AuthenticationHelper.enforceAuthentication, before anything else reads the request
-        (so pings, closeSession and malformed requests too): a session without an id of an
-        enforced scheme gets SESSIONCLOSEDREQUIRESASLAUTH, whatever the scheme, with no body,
-        and its connection closes. The session itself lives on until it expires, as in
-        ZooKeeper. Auth and SASL packets are how a session gets such an id: never refused."""
-        if (not enforcement.schemes or op == OpCode.AUTH or op == OpCode.SASL
-                or is_authenticated(enforcement.schemes, self.auth_ids)):
+        """A session client_auth refuses (it has no id of an enforced scheme) gets
+        SESSIONCLOSEDREQUIRESASLAUTH, whatever the scheme, with no body, and its connection
+        closes. The session itself lives on until it expires, as in ZooKeeper."""
+        if not client_auth.refuses_unauthenticated(enforcement, op, self.auth_ids):
             return False
         log.warning("event=auth_required remote=%s session=0x%x op=%d schemes=%s ids=%s",
                     self.remote, self.session.session_id, op,
@@ -592,24 +589,8 @@ class Connection(asyncio.Protocol):
         except JuteError as e:
             self.close(f"malformed AuthPacket: {e}")
             return
-        err = Code.AUTHFAILED
-        if packet.scheme == "digest" and packet.auth is not None:
-            ident = digest_id(packet.auth.decode("utf-8", "replace"))
-            if ident == self.server.config.super_digest:
-                self.auth_ids.append(SUPER_ID)
-            if ("digest", ident) not in self.auth_ids:
-                self.auth_ids.append(("digest", ident))
-            err = Code.OK
-        elif packet.scheme == "ip":
-            err = Code.OK  # IPAuthenticationProvider: the address, which the session has
-        elif packet.scheme == "x509" and "x509" in self.server.config.auth_schemes:
-            # X509AuthenticationProvider.handleAuthentication: the connection's verified
-            # client certificate, whatever the packet holds; none (plaintext, or a TLS
-            # client without one) is AUTHFAILED.
-            for auth_id in self.certificate_ids:
-                if auth_id not in self.auth_ids:
-                    self.auth_ids.append(auth_id)
-            err = Code.OK if self.certificate_ids else Code.AUTHFAILED
+        err = client_auth.add_auth(self.server.config, packet.scheme, packet.auth,
+                                   self.auth_ids, self.certificate_ids)
         if err != Code.OK:
             log.warning("event=auth_failed scheme=%r remote=%s", packet.scheme, self.remote)
             self.send(encode_reply(xid, 0, err, None))
@@ -621,8 +602,9 @@ class Connection(asyncio.Protocol):
     def _on_sasl(self, xid: int, payload, off: int) -> None:
         """ZooKeeperServer.processSasl: the token goes to this connection's SASL exchange,
         whose answer is the reply; its ids join the session's at once, as addAuthInfo's
-        do; a failed one is _sasl_failure_closes'. Without SASL configured ZooKeeper answers
-        a null token and the session goes on; a packet it cannot parse drops the connection."""
+        do; a failed one may close the connection (client_auth.sasl_failure_code). Without
+        SASL configured ZooKeeper answers a null token and the session goes on; a packet it
+        cannot parse drops the connection."""
         try:
             packet, _ = r.GetSASLRequest.decode(payload, off)
         except JuteError as e:
@@ -638,9 +620,7 @@ class Connection(asyncio.Protocol):
                 if self._sasl_failure_closes(xid, step.error):
                     return
                 step = step._replace(token=None)  # allowSaslFailedClients: an OK, no token
-            for auth_id in step.ids:
-                if auth_id not in self.auth_ids:
-                    self.auth_ids.append(auth_id)
+            client_auth.add_ids(self.auth_ids, step.ids)
             if step.ids:
                 log.info("event=sasl_authenticated remote=%s ids=%r", self.remote, step.ids)
             response = r.SetSASLResponse(step.token)
@@ -648,17 +628,13 @@ class Connection(asyncio.Protocol):
         self._submit(self.session, req)
 
     def _sasl_failure_closes(self, xid: int, reason: str) -> bool:
-        """processSasl's SaslException: AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH when sasl is
-        an enforced scheme) with a null token, and the connection closes; unless
-        zookeeper.allowSaslFailedClients keeps it open (never when sasl is enforced)."""
-        enforcement = self.server.config.auth_enforcement
-        sasl_required = enforcement is not None and enforcement.sasl_required
-        keep = enforcement is not None and enforcement.allow_sasl_failed_clients
+        """A failed SASL step: answered with client_auth's error and a null token, and the
+        connection closes; unless client_auth keeps it open (allowSaslFailedClients)."""
+        err = client_auth.sasl_failure_code(self.server.config.auth_enforcement)
         log.warning("event=sasl_auth_failed remote=%s reason=%r action=%s", self.remote,
-                    reason, "keep" if keep and not sasl_required else "close")
-        if keep and not sasl_required:
+                    reason, "keep" if err is None else "close")
+        if err is None:
             return False
-        err = Code.SESSIONCLOSEDREQUIRESASLAUTH if sasl_required else Code.AUTHFAILED
         self.send(encode_reply(xid, 0, err, r.SetSASLResponse(None)))
         self.close_after_flush("SASL authentication failed")
         return True
