@@ -24,7 +24,7 @@ from zkcompat.security.sasl import SaslAuthenticator
 from zkcompat.security.unified import UnifiedClientPort
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
-from zkcompat.server.connection import Connection
+from zkcompat.server.connection import Connection, ConnState
 from zkcompat.server.expirer import run_expirer
 from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.limits import ClientLimits
@@ -181,7 +181,7 @@ class _Listener(Connection):
             log.warning("event=too_many_connections remote=%s reason=%r", host, refused)
             transport.close()
             self.transport = None
-            self._state = "closed"
+            self._become(ConnState.CLOSED)
             return
         super().connection_made(transport)
 

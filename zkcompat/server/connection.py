@@ -7,6 +7,7 @@ an auth or SASL packet grants, and who must authenticate, client_auth decides.
 """
 
 import asyncio
+import enum
 import logging
 import struct
 import time
@@ -41,6 +42,32 @@ MULTI_WRITE_OPS = frozenset((
 # Enum members read on every request, as module globals: `OpCode.X` costs ~100 ns in
 # Python 3.11 (a metaclass attribute lookup), a global ~20 ns.
 _CLOSE_SESSION, _CHECK = OpCode.CLOSE_SESSION, OpCode.CHECK
+
+
+class ConnState(enum.Enum):
+    """Where a client connection is in its life (CONNECTION_TRANSITIONS: where it may go).
+
+    HANDSHAKE: reading its ConnectRequest (or a four-letter word). WAITING: its session's
+    createSession txn, or its revalidation, is under way. OPEN: the session's requests are
+    read and answered. REFUSED: refused for want of authentication, it reads no more and
+    closes once that refusal is written. CLOSED: nothing is read or written any more.
+    """
+
+    HANDSHAKE = "handshake"
+    WAITING = "waiting"
+    OPEN = "open"
+    REFUSED = "refused"
+    CLOSED = "closed"
+
+
+HANDSHAKE, WAITING, OPEN, REFUSED, CLOSED = ConnState  # compared by identity on every frame
+CONNECTION_TRANSITIONS: dict[ConnState, frozenset[ConnState]] = {
+    HANDSHAKE: frozenset((WAITING, CLOSED)),
+    WAITING: frozenset((OPEN, CLOSED)),
+    OPEN: frozenset((REFUSED, CLOSED)),
+    REFUSED: frozenset((CLOSED,)),
+    CLOSED: frozenset(),
+}
 
 _REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
 _monotonic_ns = time.monotonic_ns  # stats.now_ms inlined where every request reads the clock
@@ -78,9 +105,7 @@ class Connection(asyncio.Protocol):
         # on the hot path slows down.)
         self._submit = server.limits.submitter(server.pipeline)
         self.outstanding_counted = 0  # the session's queue length, as limits counted it
-        # "handshake" -> "waiting" (for the session txn) -> "open" -> "closed"; "refused" (open,
-        # but reads nothing more) until the refusal's reply is flushed and it closes
-        self._state = "handshake"
+        self._state = HANDSHAKE  # changed by _become only
         self._client_readonly_byte = False
         self._pending_frames: list = []
         self._first4: bytearray | None = bytearray()
@@ -115,11 +140,12 @@ class Connection(asyncio.Protocol):
             SESSIONLESS_CNXN_TIMEOUT_S, self._handshake_deadline)
 
     def _handshake_deadline(self) -> None:
-        if self._state == "handshake":
+        if self._state is HANDSHAKE:
             self.close("no session established within the sessionless connection timeout")
 
     def connection_lost(self, exc) -> None:
-        self._state = "closed"
+        if self._state is not CLOSED:
+            self._become(CLOSED)
         if self._deadline is not None:
             self._deadline.cancel()  # its callback would hold this connection for seconds
             self._deadline = None
@@ -134,7 +160,7 @@ class Connection(asyncio.Protocol):
         self.outbox.flush()  # the replies to reads leave now, not one loop turn later
 
     def _received(self, data: bytes) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         if self._first4 is not None:
             # The first 4 bytes are a frame length or a four-letter word; they may arrive
@@ -157,7 +183,7 @@ class Connection(asyncio.Protocol):
                 self._on_frame(f)
             self.close(f"bad frame: {e}")
             return
-        if self._state == "open":  # the usual case: requests of an open session
+        if self._state is OPEN:  # the usual case: requests of an open session
             n = len(frames)
             self.stats.received += n
             self.server.stats.packets_received += n
@@ -170,7 +196,7 @@ class Connection(asyncio.Protocol):
             rest = iter(frames)
             for f in rest:
                 on_request(f, t0_ms)
-                if self._state != "open":
+                if self._state is not OPEN:
                     return
                 if self._unread is not None:
                     # The client is not reading its replies: the rest of this batch waits
@@ -190,9 +216,9 @@ class Connection(asyncio.Protocol):
             return
         for f in frames:
             self._on_frame(f)
-            if self._state == "closed":
+            if self._state is CLOSED:
                 return
-        if self._state == "open":
+        if self._state is OPEN:
             self._count_received()
 
     def pause_writing(self) -> None:
@@ -202,14 +228,14 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         frames, self._unread = self._unread, None
-        if frames and self._state == "open":
+        if frames and self._state is OPEN:
             self._read_unread(frames)
         self._maybe_resume_reading()
 
     # -- output ---------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         self.stats.sent += 1
         self.server.stats.packets_sent += 1
@@ -232,7 +258,7 @@ class Connection(asyncio.Protocol):
 
     def _write_out(self) -> None:
         # A transport the peer closed refuses writes until connection_lost arrives.
-        if self._state == "closed" or self.transport is None or self.transport.is_closing():
+        if self._state is CLOSED or self.transport is None or self.transport.is_closing():
             return
         out = self._out
         if out:
@@ -242,7 +268,7 @@ class Connection(asyncio.Protocol):
             if self._unread is not None and self._unsent_over_bound():
                 return
         if self._close_after_flush:
-            self._state = "closed"
+            self._become(CLOSED)
             self.transport.close()
             return
         # Requests are counted in when read; here those answered are counted out.
@@ -261,7 +287,7 @@ class Connection(asyncio.Protocol):
     def _spill(self) -> None:
         """Write what is queued now, before the flush: it outgrew OUT_SPILL_BYTES."""
         transport = self.transport
-        if self._state == "closed" or transport is None or transport.is_closing():
+        if self._state is CLOSED or transport is None or transport.is_closing():
             return
         transport.write(b"".join(self._out))
         self._out.clear()
@@ -278,7 +304,7 @@ class Connection(asyncio.Protocol):
             return False
         log.warning("event=connection_close remote=%s reason=%r unsent_bytes=%d", self.remote,
                     "client does not read its replies", unsent)
-        self._state = "closed"
+        self._become(CLOSED)
         self._out.clear()
         self.transport.abort()  # close() would hold the unsent bytes until they are sent
         return True
@@ -287,7 +313,7 @@ class Connection(asyncio.Protocol):
         self.send(encode_notification(event_type, KeeperState.SYNC_CONNECTED, path, zxid))
 
     def close_after_flush(self, reason: str) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         log.info("event=connection_close remote=%s reason=%r", self.remote, reason)
         self._close_after_flush = True
@@ -296,12 +322,18 @@ class Connection(asyncio.Protocol):
             self.outbox.add(self)
 
     def close(self, reason: str) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         log.warning("event=connection_close remote=%s reason=%r", self.remote, reason)
-        self._state = "closed"
+        self._become(CLOSED)
         if self.transport is not None:
             self.transport.close()
+
+    def _become(self, state: ConnState) -> None:
+        """Every change of _state: one CONNECTION_TRANSITIONS allows, or our bug."""
+        assert state in CONNECTION_TRANSITIONS[self._state], \
+            f"connection {self.remote}: {self._state.name} -> {state.name}"
+        self._state = state
 
     def _pause_reading(self) -> None:
         if not self._paused and self.transport is not None:
@@ -309,7 +341,7 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self._paused and self.transport is not None and self._state != "closed":
+        if self._paused and self.transport is not None and self._state is not CLOSED:
             self._paused = False
             self.transport.resume_reading()
 
@@ -343,7 +375,7 @@ class Connection(asyncio.Protocol):
         t0_ms = self._now_ms()
         for i, f in enumerate(frames):
             self._on_request(f, t0_ms)
-            if self._state != "open":
+            if self._state is not OPEN:
                 return
             if self._unread is not None:  # full again
                 self._unread += frames[i + 1:]
@@ -356,7 +388,7 @@ class Connection(asyncio.Protocol):
     def reply(self, req, data: bytes, zxid: int) -> None:
         """Send a request's reply. Its statistics (ServerCnxn.updateStatsForResponse) are
         kept when the outbox flushes it: once per write, not once per reply."""
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         self._replied_t0.append(req.t0_ms)
         if req.is_write:  # readlatency and updatelatency are kept apart, as ZooKeeper's are
@@ -406,11 +438,12 @@ class Connection(asyncio.Protocol):
     def _on_frame(self, payload) -> None:
         self.stats.received += 1
         self.server.stats.packets_received += 1
-        if self._state == "open":
+        state = self._state
+        if state is OPEN:
             self._on_request(payload, self._now_ms())
-        elif self._state == "handshake":
+        elif state is HANDSHAKE:
             self._on_connect(payload)
-        elif self._state == "waiting":
+        elif state is WAITING:
             if len(self._pending_frames) >= PRE_SESSION_FRAMES_MAX:
                 self.close("too many requests before the session was established")
                 return
@@ -441,7 +474,7 @@ class Connection(asyncio.Protocol):
             return
         timeout = min(max(req.timeOut, cfg.min_session_timeout_ms), cfg.max_session_timeout_ms)
         if req.sessionId == 0:
-            self._state = "waiting"
+            self._become(WAITING)
             self.session = pipeline.create_session(self, timeout)
             return
         session = pipeline.session_for_reconnect(req.sessionId)
@@ -455,21 +488,21 @@ class Connection(asyncio.Protocol):
         if session is None or session.closing or passwd != session_password(req.sessionId):
             self._refuse_reopen(req.sessionId)
             return
-        self._state = "waiting"
+        self._become(WAITING)
         pipeline.reopen(session, timeout, lambda valid: self._reopened(session, timeout, valid))
 
     def _refuse_reopen(self, session_id: int) -> None:
         log.info("event=session_reopen_refused session=0x%x remote=%s", session_id, self.remote)
-        if self.transport is None or self._state == "closed":
+        if self.transport is None or self._state is CLOSED:
             return
         self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
         self._close_after_flush = True
-        self._state = "closed"
+        self._become(CLOSED)
         self.transport.close()
 
     def _reopened(self, session, timeout: int, valid: bool) -> None:
         """The session may be resumed here (on a learner, the leader said so)."""
-        if self._state != "waiting":
+        if self._state is not WAITING:
             return  # the client went away meanwhile
         if not valid:
             self._refuse_reopen(session.session_id)
@@ -479,15 +512,18 @@ class Connection(asyncio.Protocol):
         session.cnxn = self
         self.pipeline.tracker.set_timeout(session, timeout, now_ms())
         self.session = session
-        self._state = "open"
+        self._become(OPEN)
         self.send(self._connect_response_bytes(session.session_id, timeout,
                                                session_password(session.session_id)))
         if self._pending_frames:
             asyncio.get_running_loop().call_soon(self._drain_pending)
 
     def connect_response(self, session_id: int, timeout_ms: int) -> bytes:
-        """The reply to our createSession txn once applied: the session is open."""
-        self._state = "open"
+        """The reply to our createSession txn once applied: the session is open (unless the
+        client went away meanwhile: then the reply is dropped, as every reply of a closed
+        connection is)."""
+        if self._state is WAITING:
+            self._become(OPEN)
         if self._pending_frames:
             asyncio.get_running_loop().call_soon(self._drain_pending)
         return self._connect_response_bytes(session_id, timeout_ms, session_password(session_id))
@@ -499,10 +535,10 @@ class Connection(asyncio.Protocol):
     def _drain_pending(self) -> None:
         frames, self._pending_frames = self._pending_frames, []
         for f in frames:
-            if self._state != "open":
+            if self._state is not OPEN:
                 return
             self._on_request(f, self._now_ms())
-        if self._state == "open":
+        if self._state is OPEN:
             self._count_received()
 
     @staticmethod
@@ -579,7 +615,7 @@ class Connection(asyncio.Protocol):
         self.send(encode_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH, None))
         self.close_after_flush("authentication required (enforce.auth.schemes)")
         # ZooKeeper also disables receiving: the frames read behind this one go unanswered.
-        self._state = "refused"
+        self._become(REFUSED)
         self._pause_reading()
         return True
 
@@ -648,5 +684,5 @@ class Connection(asyncio.Protocol):
     def _four_letter_word(self, cmd: str, argument: bytes) -> None:
         text = self.server.admin.four_letter_word(cmd, self, argument)
         self.transport.write(text.encode("utf-8"))
-        self._state = "closed"
+        self._become(CLOSED)
         self.transport.close()
