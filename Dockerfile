@@ -35,6 +35,8 @@ WORKDIR /data
 VOLUME ["/data", "/datalog", "/logs"]
 EXPOSE 2181 2888 3888 8080
 
+# Healthy while the server runs, serving or waiting for a quorum (ruok answers imok either
+# way, as ZooKeeper's does), so a member started before its peers is not reported unhealthy.
 HEALTHCHECK --interval=10s --timeout=6s --start-period=5s --retries=3 \
     CMD ["python", "-m", "zkcompat.cli.container", "ruok"]
 ENTRYPOINT ["python", "-m", "zkcompat.cli.container", "entrypoint"]

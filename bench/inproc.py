@@ -28,7 +28,7 @@ from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
 from zkcompat.peer.node import GC_THRESHOLDS, build_standalone
-from zkcompat.server.connection import Connection
+from zkcompat.server.connection import Connection, ConnState
 
 try:  # the loop `zkcompat serve` runs on: its own cost is part of a 1x1 request's
     from uvloop import run as _RUN
@@ -122,7 +122,7 @@ async def open_session(ctx, transport: QuietTransport) -> Connection:
     cnxn.connection_made(transport)
     cnxn.data_received(wire.connect_request())
     for _ in range(2000):
-        if cnxn._state == "open":
+        if cnxn._state is ConnState.OPEN:
             break
         await asyncio.sleep(0.001)
     else:

@@ -29,7 +29,7 @@ COMMAND_TIMEOUT_S = 200.0  # start waits up to 120 s for the servers itself
 ELECTION_TIMEOUT_S = 60.0  # a new leader after the old one is killed
 CLIENT_TIMEOUT_S = 15.0
 CONNECT_LINE = re.compile(r"connect: (127\.0\.0\.1:\d+)(,127\.0\.0\.1:\d+)*")
-STATUS_LINE = re.compile(r"server\.(\d+) (127\.0\.0\.1:\d+) (\S+)")
+STATUS_LINE = re.compile(r"server\.(\d+) (127\.0\.0\.1:\d+) (\S+|not serving)")
 
 
 def _run(directory: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:

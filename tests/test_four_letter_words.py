@@ -22,6 +22,9 @@ pytestmark = pytest.mark.timeout(90)  # the first test starts a second ZooKeeper
 RESTRICTED_WHITELIST = "ruok"
 TICK_TIME_MS = 200
 FOUR_LW_TIMEOUT_S = 5.0
+TRACE_MASK = 0x1FF  # any but ZooTrace's default, 306
+DEFAULT_TRACE_MASK = 306
+DIGEST_LOG_INTERVAL = 128  # DataTree.DIGEST_LOG_INTERVAL
 
 SRVR_KEYS = [
     "Zookeeper version",
@@ -96,7 +99,7 @@ def four_letter_word(server, cmd: str | bytes, chunks: int = 1) -> tuple[str, st
     return b"".join(out).decode("utf-8", errors="replace"), local
 
 
-def flw(server, cmd: str) -> str:
+def flw(server, cmd: str | bytes) -> str:
     return four_letter_word(server, cmd)[0]
 
 
@@ -428,9 +431,33 @@ def test_other_whitelisted_words(cmd, zookeeper, zkcompat, kazoo_on):
     assert shapes["zkcompat"], f"zkcompat {cmd}: {flw(zkcompat, cmd)!r}"
 
 
+def test_stmk_sets_the_trace_mask_gtmk_reads(zookeeper, zkcompat):
+    """SetTraceMaskCommand: the long after "stmk" becomes the trace mask, and is printed."""
+    for server in (zookeeper, zkcompat):
+        answers = [flw(server, b"stmk" + TRACE_MASK.to_bytes(8, "big")), flw(server, "gtmk"),
+                   flw(server, b"stmk" + DEFAULT_TRACE_MASK.to_bytes(8, "big"))]
+        assert answers == [str(TRACE_MASK), str(TRACE_MASK), str(DEFAULT_TRACE_MASK)], (
+            server.kind, answers)
+
+
+def test_hash_lists_the_digest_log(zookeeper, zkcompat, kazoo_on):
+    """DigestCommand: a `zxid: digest` line (zxid in hex) for every 128th zxid applied."""
+    for server in (zookeeper, zkcompat):
+        client = kazoo_on(server)
+        root = f"/fourletter-hash-{uuid.uuid4().hex[:8]}"
+        client.create(root)
+        for _ in range(DIGEST_LOG_INTERVAL):  # one at a time: zkcompat logs only a batch's
+            client.create(f"{root}/n", sequence=True)  # last zxid (node._on_applied)
+        lines = flw(server, "hash").splitlines()
+        assert lines, f"{server.kind}: no digest after {DIGEST_LOG_INTERVAL} txns"
+        for line in lines:
+            m = re.fullmatch(r"([0-9a-f]+): (-?\d+)", line)
+            assert m and int(m.group(1), 16) % DIGEST_LOG_INTERVAL == 0, (server.kind, line)
+
+
 # -- the whitelist ----------------------------------------------------------------------
 
-NOT_WHITELISTED = ["stat", "mntr", "conf", "envi", "cons", "wchs", "isro", "dump"]
+NOT_WHITELISTED = ["stat", "mntr", "conf", "envi", "cons", "wchs", "isro", "dump", "hash"]
 
 
 @pytest.mark.parametrize("cmd", NOT_WHITELISTED)

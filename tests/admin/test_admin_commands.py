@@ -12,7 +12,8 @@ import pytest
 
 from zkcompat.config import Config
 from zkcompat.peer.node import build_standalone
-from zkcompat.server.adminhttp import NOT_SERVING, AdminHttp
+from zkcompat.server.admin import NOT_SERVING
+from zkcompat.server.adminhttp import AdminHttp
 
 pytestmark = pytest.mark.timeout(120)  # the first test starts a ZooKeeper JVM
 

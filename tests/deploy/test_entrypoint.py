@@ -11,8 +11,10 @@ import sys
 
 import pytest
 
+from conformance_tests.servers import HOST, free_port
 from zkcompat import config
 from zkcompat.cli import container
+from zkcompat.server.admin import NOT_SERVING
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,3 +167,26 @@ def test_ruok_health_check(tmp_path, zkcompat_launcher):
     whitelisted = zkcompat_launcher.start({"4lw.commands.whitelist": "ruok"})
     (tmp_path / "conf1" / "zoo.cfg").write_text(whitelisted.config_path.read_text())
     assert container.ruok(env) == 0
+
+
+@pytest.mark.parametrize("whitelist", ["ruok", "srvr"])  # srvr alone: the official default
+def test_ruok_health_check_passes_on_a_member_without_a_quorum(whitelist, tmp_path,
+                                                               zkcompat_launcher):
+    """Like ZooKeeper's ruok, the health check says the server runs, not that it serves:
+    server 1 of three, alone (the first pod of an OrderedReady StatefulSet, which must be
+    ready before the second is created), is healthy while it waits for a quorum."""
+    data = tmp_path / "lone"
+    data.mkdir()
+    (data / "myid").write_text("1\n")
+    peers = {f"server.{sid}": f"{HOST}:{free_port()}:{free_port()}" for sid in (1, 2, 3)}
+    server = zkcompat_launcher.start({"dataDir": data, "4lw.commands.whitelist": whitelist,
+                                      "tickTime": 500, "initLimit": 10, "syncLimit": 4,
+                                      **peers})
+    try:
+        assert server.four_letter_word("srvr") == NOT_SERVING + "\n"
+        env = _dirs(tmp_path, 1)
+        (tmp_path / "conf1").mkdir()
+        (tmp_path / "conf1" / "zoo.cfg").write_text(server.config_path.read_text())
+        assert container.ruok(env) == 0
+    finally:
+        server.stop()

@@ -57,7 +57,10 @@ def test_statefulset_is_the_tutorials_shape(tmp_path):
     assert pod["securityContext"]["runAsUser"] == container.IMAGE_UID
     (server,) = pod["containers"]
     probe = ["python", "-m", "zkcompat.cli.container", "ruok"]
+    # ruok, which a member without a quorum answers too: anything stricter would keep zk-0
+    # unready (OrderedReady would never create zk-1) or restart it while it waits.
     assert server["readinessProbe"]["exec"]["command"] == probe
+    assert server["livenessProbe"]["exec"]["command"] == probe
     mounts = {m["mountPath"] for m in server["volumeMounts"]}
     assert mounts == {"/data", "/datalog"}
     # Each pod's entrypoint makes a zoo.cfg zkcompat reads as server ordinal+1 of three.

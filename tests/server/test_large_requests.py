@@ -17,6 +17,7 @@ from zkcompat.config.limits import RequestThrottleSettings
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
 from zkcompat.server import limits as L
+from zkcompat.server.connection import ConnState
 from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.metrics import counters
 
@@ -41,7 +42,7 @@ async def large_session(ctx, transport: FlowTransport) -> LargeRequestConnection
     cnxn.connection_made(transport)
     cnxn.data_received(wire.connect_request())
     for _ in range(2000):
-        if cnxn._state == "open":
+        if cnxn._state is ConnState.OPEN:
             break
         await asyncio.sleep(0.001)
     await asyncio.sleep(0)

@@ -18,7 +18,7 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.peer.node import build_standalone
 from zkcompat.server import limits as L
-from zkcompat.server.connection import OUT_SPILL_BYTES, Connection
+from zkcompat.server.connection import OUT_SPILL_BYTES, Connection, ConnState
 from zkcompat.server.throttle import ConnectionThrottle
 
 _HDR = struct.Struct(">iiqi")  # frame length, then ReplyHeader{xid, zxid, err}
@@ -339,7 +339,7 @@ def test_a_client_that_never_reads_is_dropped_at_the_unsent_bound(tmp_path):
         return out.aborted, out.get_write_buffer_size(), a._state
 
     aborted, unsent, state = asyncio.run(go())
-    assert aborted and state == "closed" and unsent < 3_000_000 + 2 * 500_100
+    assert aborted and state is ConnState.CLOSED and unsent < 3_000_000 + 2 * 500_100
 
 
 def test_the_request_throttler_keeps_each_sessions_order_and_its_counts(tmp_path):

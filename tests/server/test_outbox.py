@@ -10,7 +10,7 @@ from zkcompat.config import Config
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import CreateMode, OpCode
 from zkcompat.peer.node import build_standalone
-from zkcompat.server.connection import Connection
+from zkcompat.server.connection import Connection, ConnState
 
 _HDR = struct.Struct(">iiqi")  # frame length, then ReplyHeader{xid, zxid, err}
 
@@ -105,7 +105,7 @@ def test_a_connection_that_refuses_writes_does_not_strand_the_others(tmp_path, c
         watcher.connection_made(watcher_out)
         watcher.data_received(wire.connect_request())
         writer, writer_out = await open_connection(ctx)
-        while watcher._state != "open":
+        while watcher._state is not ConnState.OPEN:
             await asyncio.sleep(0.005)
         watcher.data_received(wire.request(1, OpCode.EXISTS, r.ExistsRequest("/x", True)))
         watcher_out.refuse = True  # its NodeCreated event, queued first, will raise

@@ -3,7 +3,10 @@
 `entrypoint CMD...` writes zoo.cfg and myid from the official ZooKeeper image's ZOO_*
 variables exactly as that image's docker-entrypoint.sh does (each only when it does not
 exist yet, so a mounted zoo.cfg or an existing myid wins), then execs CMD. `ruok` is the
-health check: 0 when the server answers imok (or, with ruok not whitelisted, serves srvr).
+health check: 0 when the server answers imok (or, with ruok not whitelisted, answers srvr).
+Like ZooKeeper's ruok it says the server runs, not that it serves: a member waiting for a
+quorum answers too, so the first pod of an OrderedReady StatefulSet can become ready and
+its peers be started.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ MY_ID_FROM_HOSTNAME = "ZOO_MY_ID_FROM_HOSTNAME"
 # The uid/gid the image runs as (the official image's zookeeper user is 1000:1000 too).
 IMAGE_UID = IMAGE_GID = 1000
 HEALTH_TIMEOUT_S = 5.0
+# srvr's answer from a member without a quorum (AbstractFourLetterCommand.ZK_NOT_SERVING).
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 
 # zoo.cfg key -> the variable the official entrypoint writes it from, in its order.
 _CFG_VARIABLES = (
@@ -158,10 +163,12 @@ def ruok(environ: Mapping[str, str]) -> int:
         if answer == "imok":
             return 0
         if "not in the whitelist" in answer:
-            # The official image whitelists only srvr unless told otherwise; srvr then says
-            # whether the server is serving.
-            return 0 if _four_letter_word(host, port, "srvr").startswith("Zookeeper version:") \
-                else 1
+            # The official image whitelists only srvr unless told otherwise; any answer of
+            # srvr's says the server runs, as imok would.
+            srvr = _four_letter_word(host, port, "srvr")
+            if srvr.startswith(("Zookeeper version:", NOT_SERVING)):
+                return 0
+            answer = srvr
         print(f"ruok: {answer!r}", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 (a health check reports, never raises)
         print(f"ruok: {e}", file=sys.stderr)

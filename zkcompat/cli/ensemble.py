@@ -41,6 +41,8 @@ STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
 GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
 POLL_S = 0.25
 FOUR_LETTER_TIMEOUT_S = 2.0
+# srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,7 +201,8 @@ def _stop(members: list[Member], grace_s: float = STOP_GRACE_S) -> list[Member]:
 
 
 def server_mode(port: int) -> str | None:
-    """The Mode line of `srvr`, or None if the server does not answer one."""
+    """The Mode line of `srvr`, "not serving" if the server says so, or None if it does not
+    answer one."""
     try:
         with socket.create_connection((HOST, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
             s.sendall(b"srvr")
@@ -211,6 +214,8 @@ def server_mode(port: int) -> str | None:
     for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
         if line.startswith("Mode: "):
             return line[len("Mode: "):].strip()
+        if line == NOT_SERVING:
+            return "not serving"
     return None
 
 

@@ -217,8 +217,8 @@ def _election_alg(key: str, value: str) -> int:
 
 
 FOUR_LETTER_WORDS = frozenset(
-    "ruok srvr stat conf envi mntr cons wchs wchc wchp dump reqs crst srst dirs isro gtmk stmk"
-    .split()
+    "ruok srvr stat conf envi mntr cons wchs wchc wchp dump reqs crst srst dirs isro gtmk stmk "
+    "hash".split()
 )
 
 

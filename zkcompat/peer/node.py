@@ -23,11 +23,12 @@ from zkcompat.security.sasl import SaslAuthenticator
 from zkcompat.security.unified import UnifiedClientPort
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
-from zkcompat.server.connection import Connection
+from zkcompat.server.connection import Connection, ConnState
 from zkcompat.server.context import ServerContext
 from zkcompat.server.expirer import run_expirer
 from zkcompat.server.large_requests import LargeRequestConnection
 from zkcompat.server.metrics import metrics_app, registry_for
+from zkcompat.server.not_serving import NotServingConnection
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.reaper import run_reaper
 from zkcompat.server.stats import ServerStats
@@ -134,7 +135,7 @@ class _Listener(Connection):
             log.warning("event=too_many_connections remote=%s reason=%r", host, refused)
             transport.close()
             self.transport = None
-            self._state = "closed"
+            self._become(ConnState.CLOSED)
             return
         super().connection_made(transport)
 
@@ -253,7 +254,7 @@ async def _listen(ctx: ServerContext,
     listener = _LargeRequestListener if ctx.limits.large_requests_counted else _Listener
 
     def plain() -> asyncio.Protocol:
-        return listener(ctx) if ctx.serving else _refuse_connection()
+        return listener(ctx) if ctx.serving else NotServingConnection(ctx)
 
     if client_stores is not None:
         x509 = security_x509.SCHEME in config.auth_schemes

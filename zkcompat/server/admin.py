@@ -25,6 +25,18 @@ ZAB_ELECTION, ZAB_SYNCHRONIZATION, ZAB_BROADCAST = "election", "synchronization"
 # QuorumPeer.getDetailedPeerState's first word: the ServerState, by srvr's mode.
 PEER_STATES = {"leader": "leading", "follower": "following", "observer": "observing",
                "looking": "looking", "read-only": "looking"}
+# AbstractFourLetterCommand.ZK_NOT_SERVING: the answer of a command that needs the
+# ZooKeeperServer while none runs (a member electing, or syncing with its new leader).
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
+# The words that ask nothing of the ZooKeeperServer (RuokCommand, EnvCommand,
+# TraceMaskCommand, SetTraceMaskCommand): answered alike whether one runs or not.
+SERVER_NOT_REQUIRED = frozenset(("ruok", "envi", "gtmk", "stmk"))
+# The rest, without one: IsroCommand prints "null", DigestCommand print()s ZK_NOT_SERVING,
+# every other println()s it.
+NOT_SERVING_ANSWERS = {"isro": "null", "hash": NOT_SERVING}
+# The bytes a word reads after itself: stmk's new trace mask, a long
+# (NIOServerCnxn.checkFourLetterWord).
+ARGUMENT_BYTES = {"stmk": 8}
 
 
 def _hex(v: int) -> str:
@@ -72,9 +84,15 @@ class Admin:
         except UnicodeDecodeError:
             return False
 
-    def four_letter_word(self, cmd: str, cnxn) -> str:
+    def four_letter_word(self, cmd: str, cnxn, argument: bytes = b"") -> str:
+        """NIOServerCnxn.checkFourLetterWord: the whitelist first, then the command, which
+        says ZK_NOT_SERVING if it needs a server and this one is not serving."""
         if cmd not in self.server.config.four_letter_words:
             return f"{cmd} is not executed because it is not in the whitelist.\n"
+        if not self.server.serving and cmd not in SERVER_NOT_REQUIRED:
+            return NOT_SERVING_ANSWERS.get(cmd, NOT_SERVING + "\n")
+        if cmd == "stmk":
+            return self.stmk(argument)
         fn = COMMANDS.get(cmd)
         if fn is None:
             return f"{cmd} is not supported by this server yet.\n"
@@ -437,6 +455,15 @@ class Admin:
     def gtmk(self, cnxn) -> str:
         return str(self.trace_mask)
 
+    def stmk(self, argument: bytes) -> str:
+        """SetTraceMaskCommand: the long after the word becomes the trace mask, printed."""
+        self.trace_mask = int.from_bytes(argument[:8], "big", signed=True)
+        return str(self.trace_mask)
+
+    def hash(self, cnxn) -> str:
+        """DigestCommand: the digest log, one `zxid in hex: digest` line each."""
+        return "".join(f"{zxid:x}: {digest}\n" for zxid, _, digest in self.server.digest_log)
+
     def reqs(self, cnxn) -> str:
         return ""  # outstanding requests are answered within one loop turn here
 
@@ -493,5 +520,5 @@ COMMANDS = {
     "cons": Admin.cons, "crst": Admin.crst, "srst": Admin.srst, "conf": Admin.conf,
     "dirs": Admin.dirs, "envi": Admin.envi, "mntr": Admin.mntr, "wchs": Admin.wchs,
     "wchc": Admin.wchc, "wchp": Admin.wchp, "dump": Admin.dump, "gtmk": Admin.gtmk,
-    "reqs": Admin.reqs,
+    "reqs": Admin.reqs, "hash": Admin.hash,
 }

@@ -2,8 +2,10 @@
 3.9) as JSON, on aiohttp in the server's own loop. Every command reads admin.Admin's facts,
 the same the four-letter words print. A response is the command's fields, then `command`
 (its primary name) and `error` (null, or why it failed), as CommandResponse.toMap orders
-them; the HTTP status is 200 even for an unknown command, as ZooKeeper's is."""
+them; the HTTP status is 200 even for an unknown command, as ZooKeeper's is. The one
+exception is ZooKeeper's too: `monitor` on a member that is not serving is an HTTP 500."""
 
+import html
 import json
 import logging
 import os
@@ -15,12 +17,11 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from zkcompat.jute.election import ServerState
-from zkcompat.server.admin import VERSION_LINE, Admin, _signed64, connection_info
+from zkcompat.server.admin import NOT_SERVING, VERSION_LINE, Admin, _signed64, connection_info
 from zkcompat.server.metrics import monitor_summaries
 
 log = logging.getLogger(__name__)
 
-NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 # zoo.cfg keys QuorumPeerConfig.parseProperties reads itself; any other key becomes the
 # system property "zookeeper.KEY" (system_properties shows them).
 _ZOOKEEPER_CFG_KEYS = frozenset((
@@ -39,6 +40,11 @@ _ZOOKEEPER_CFG_KEYS = frozenset((
     "multiAddress.reachabilityCheckEnabled", "oraclePath", "version",
 ))
 _ZOOKEEPER_CFG_PREFIXES = ("server.", "group.", "weight.", "metricsProvider.")
+
+
+class ServerError(Exception):
+    """A command that fails as ZooKeeper's throws: Jetty answers HTTP 500 with its error
+    page, the message in it."""
 
 
 @dataclass(frozen=True)
@@ -167,8 +173,12 @@ class AdminHttp:
                 "leader_ip": leader.host if leader is not None else ""}
 
     def monitor(self, kwargs) -> dict:
-        rows = self.admin.monitor_rows() if self._serving() else []
-        return dict(rows + monitor_summaries(self.server))
+        """MonitorCommand needs no server to be run, then calls the server's
+        dumpMonitorValues: without one ZooKeeper (3.8 and 3.9) throws a
+        NullPointerException, which Jetty answers with HTTP 500 and its error page."""
+        if not self._serving():
+            raise ServerError(NOT_SERVING)
+        return dict(self.admin.monitor_rows() + monitor_summaries(self.server))
 
     def observer_connection_stat_reset(self, kwargs) -> dict:
         return {}  # no per-observer counters are kept (observers lists none)
@@ -366,6 +376,23 @@ def _json(response: dict) -> str:
     return json.dumps(response, indent=2, separators=(",", " : ")) + "\n"
 
 
+def _error_page(uri: str, message: str) -> web.Response:
+    """Jetty's ErrorHandler page for an exception thrown by the servlet (its servlet name,
+    cause and stack trace, which are Java's own, left out)."""
+    message = html.escape(message)
+    text = ("<html>\n<head>\n"
+            '<meta http-equiv="Content-Type" content="text/html;charset=ISO-8859-1"/>\n'
+            f"<title>Error 500 {message}</title>\n</head>\n"
+            f"<body><h2>HTTP ERROR 500 {message}</h2>\n<table>\n"
+            f"<tr><th>URI:</th><td>{html.escape(uri)}</td></tr>\n"
+            "<tr><th>STATUS:</th><td>500</td></tr>\n"
+            f"<tr><th>MESSAGE:</th><td>{message}</td></tr>\n"
+            "</table>\n\n</body>\n</html>\n")
+    return web.Response(status=500, reason="Server Error", text=text, content_type="text/html",
+                        charset="iso-8859-1",
+                        headers={"Cache-Control": "must-revalidate,no-cache,no-store"})
+
+
 def admin_app(admin_http: AdminHttp, command_url: str) -> web.Application:
     """JettyAdminServer's CommandServlet at command_url/*: no command lists the commands'
     links, sorted; a command's response is JSON."""
@@ -381,6 +408,8 @@ def admin_app(admin_http: AdminHttp, command_url: str) -> web.Application:
         kwargs = {k: request.query.getone(k) for k in request.query}
         try:
             body = _json(admin_http.run(name, kwargs))
+        except ServerError as e:
+            return _error_page(request.path, str(e))
         except Exception:  # a command's own bug: logged; the server serves on
             log.exception("event=admin_command_failed command=%s", name)
             body = '{"error": "Exception writing command response to JSON"}'

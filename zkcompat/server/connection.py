@@ -1,11 +1,13 @@
-"""One client connection: framing, handshake, pings, auth, and coalesced writes.
+"""One client connection: framing, handshake, pings, auth packets, and coalesced writes.
 
 Everything a client sends is decoded here exactly once and handed to the pipeline as a
 Request. Replies are queued and written with one transport.write per flush of the outbox.
-A protocol violation closes this connection (with a logged reason) and nothing else.
+A protocol violation closes this connection (with a logged reason) and nothing else. What
+an auth or SASL packet grants, and who must authenticate, client_auth decides.
 """
 
 import asyncio
+import enum
 import logging
 import struct
 
@@ -16,11 +18,11 @@ from zkcompat.jute.framing import FrameError, FrameReader, frame
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
 from zkcompat.jute.reply import encode_notification, encode_reply
-from zkcompat.security.enforce import is_authenticated
+from zkcompat.server import client_auth
+from zkcompat.server.admin import ARGUMENT_BYTES as FOUR_LETTER_ARGUMENT_BYTES
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
 from zkcompat.server.sessions import PASSWD_BYTES, session_password
 from zkcompat.server.stats import OP_NAMES, ConnectionStats
-from zkcompat.tree.acl import SUPER_ID, digest_id
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +38,34 @@ MULTI_WRITE_OPS = frozenset((
     OpCode.SET_DATA, OpCode.CHECK,
 ))
 
-# Enum members read on every request, as module globals: `OpCode.X` costs ~100 ns in
-# Python 3.11 (a metaclass attribute lookup), a global ~20 ns.
+# module globals: enum attribute lookups are slow on the hot path (docs/measurements.md)
 _CLOSE_SESSION, _CHECK = OpCode.CLOSE_SESSION, OpCode.CHECK
+
+
+class ConnState(enum.Enum):
+    """Where a client connection is in its life (CONNECTION_TRANSITIONS: where it may go).
+
+    HANDSHAKE: reading its ConnectRequest (or a four-letter word). WAITING: its session's
+    createSession txn, or its revalidation, is under way. OPEN: the session's requests are
+    read and answered. REFUSED: refused for want of authentication, it reads no more and
+    closes once that refusal is written. CLOSED: nothing is read or written any more.
+    """
+
+    HANDSHAKE = "handshake"
+    WAITING = "waiting"
+    OPEN = "open"
+    REFUSED = "refused"
+    CLOSED = "closed"
+
+
+HANDSHAKE, WAITING, OPEN, REFUSED, CLOSED = ConnState  # compared by identity on every frame
+CONNECTION_TRANSITIONS: dict[ConnState, frozenset[ConnState]] = {
+    HANDSHAKE: frozenset((WAITING, CLOSED)),
+    WAITING: frozenset((OPEN, CLOSED)),
+    OPEN: frozenset((REFUSED, CLOSED)),
+    REFUSED: frozenset((CLOSED,)),
+    CLOSED: frozenset(),
+}
 
 _REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
 
@@ -75,9 +102,7 @@ class Connection(asyncio.Protocol):
         # on the hot path slows down.)
         self._submit = server.limits.submitter(server.pipeline)
         self.outstanding_counted = 0  # the session's queue length, as limits counted it
-        # "handshake" -> "waiting" (for the session txn) -> "open" -> "closed"; "refused" (open,
-        # but reads nothing more) until the refusal's reply is flushed and it closes
-        self._state = "handshake"
+        self._state = HANDSHAKE  # changed by _become only
         self._client_readonly_byte = False
         self._pending_frames: list = []
         self._first4: bytearray | None = bytearray()
@@ -112,11 +137,12 @@ class Connection(asyncio.Protocol):
             SESSIONLESS_CNXN_TIMEOUT_S, self._handshake_deadline)
 
     def _handshake_deadline(self) -> None:
-        if self._state == "handshake":
+        if self._state is HANDSHAKE:
             self.close("no session established within the sessionless connection timeout")
 
     def connection_lost(self, exc) -> None:
-        self._state = "closed"
+        if self._state is not CLOSED:
+            self._become(CLOSED)
         if self._deadline is not None:
             self._deadline.cancel()  # its callback would hold this connection for seconds
             self._deadline = None
@@ -131,7 +157,7 @@ class Connection(asyncio.Protocol):
         self.outbox.flush()  # the replies to reads leave now, not one loop turn later
 
     def _received(self, data: bytes) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         if self._first4 is not None:
             # The first 4 bytes are a frame length or a four-letter word; they may arrive
@@ -139,10 +165,14 @@ class Connection(asyncio.Protocol):
             self._first4 += data
             if len(self._first4) < 4:
                 return
-            data, self._first4 = bytes(self._first4), None
+            data = bytes(self._first4)
             if self.server.admin.is_four_letter_word(data[:4]):
-                self._four_letter_word(data[:4].decode("ascii"))
+                word = data[:4].decode("ascii")
+                end = 4 + FOUR_LETTER_ARGUMENT_BYTES.get(word, 0)  # stmk's mask follows it
+                if len(data) >= end:
+                    self._four_letter_word(word, data[4:end])
                 return
+            self._first4 = None
         try:
             frames = self.reader.feed(data)
         except FrameError as e:
@@ -150,7 +180,7 @@ class Connection(asyncio.Protocol):
                 self._on_frame(f)
             self.close(f"bad frame: {e}")
             return
-        if self._state == "open":  # the usual case: requests of an open session
+        if self._state is OPEN:  # the usual case: requests of an open session
             n = len(frames)
             self.stats.received += n
             self.server.stats.packets_received += n
@@ -163,7 +193,7 @@ class Connection(asyncio.Protocol):
             rest = iter(frames)
             for f in rest:
                 on_request(f, t0_ms)
-                if self._state != "open":
+                if self._state is not OPEN:
                     return
                 if self._unread is not None:
                     # The client is not reading its replies: the rest of this batch waits
@@ -183,9 +213,9 @@ class Connection(asyncio.Protocol):
             return
         for f in frames:
             self._on_frame(f)
-            if self._state == "closed":
+            if self._state is CLOSED:
                 return
-        if self._state == "open":
+        if self._state is OPEN:
             self._count_received()
 
     def pause_writing(self) -> None:
@@ -195,14 +225,14 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         frames, self._unread = self._unread, None
-        if frames and self._state == "open":
+        if frames and self._state is OPEN:
             self._read_unread(frames)
         self._maybe_resume_reading()
 
     # -- output ---------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         self.stats.sent += 1
         self.server.stats.packets_sent += 1
@@ -225,7 +255,7 @@ class Connection(asyncio.Protocol):
 
     def _write_out(self) -> None:
         # A transport the peer closed refuses writes until connection_lost arrives.
-        if self._state == "closed" or self.transport is None or self.transport.is_closing():
+        if self._state is CLOSED or self.transport is None or self.transport.is_closing():
             return
         out = self._out
         if out:
@@ -235,7 +265,7 @@ class Connection(asyncio.Protocol):
             if self._unread is not None and self._unsent_over_bound():
                 return
         if self._close_after_flush:
-            self._state = "closed"
+            self._become(CLOSED)
             self.transport.close()
             return
         # Requests are counted in when read; here those answered are counted out.
@@ -254,7 +284,7 @@ class Connection(asyncio.Protocol):
     def _spill(self) -> None:
         """Write what is queued now, before the flush: it outgrew OUT_SPILL_BYTES."""
         transport = self.transport
-        if self._state == "closed" or transport is None or transport.is_closing():
+        if self._state is CLOSED or transport is None or transport.is_closing():
             return
         transport.write(b"".join(self._out))
         self._out.clear()
@@ -271,7 +301,7 @@ class Connection(asyncio.Protocol):
             return False
         log.warning("event=connection_close remote=%s reason=%r unsent_bytes=%d", self.remote,
                     "client does not read its replies", unsent)
-        self._state = "closed"
+        self._become(CLOSED)
         self._out.clear()
         self.transport.abort()  # close() would hold the unsent bytes until they are sent
         return True
@@ -280,7 +310,7 @@ class Connection(asyncio.Protocol):
         self.send(encode_notification(event_type, KeeperState.SYNC_CONNECTED, path, zxid))
 
     def close_after_flush(self, reason: str) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         log.info("event=connection_close remote=%s reason=%r", self.remote, reason)
         self._close_after_flush = True
@@ -289,12 +319,18 @@ class Connection(asyncio.Protocol):
             self.outbox.add(self)
 
     def close(self, reason: str) -> None:
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         log.warning("event=connection_close remote=%s reason=%r", self.remote, reason)
-        self._state = "closed"
+        self._become(CLOSED)
         if self.transport is not None:
             self.transport.close()
+
+    def _become(self, state: ConnState) -> None:
+        """Every change of _state: one CONNECTION_TRANSITIONS allows, or our bug."""
+        assert state in CONNECTION_TRANSITIONS[self._state], \
+            f"connection {self.remote}: {self._state.name} -> {state.name}"
+        self._state = state
 
     def _pause_reading(self) -> None:
         if not self._paused and self.transport is not None:
@@ -302,7 +338,7 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self._paused and self.transport is not None and self._state != "closed":
+        if self._paused and self.transport is not None and self._state is not CLOSED:
             self._paused = False
             self.transport.resume_reading()
 
@@ -336,7 +372,7 @@ class Connection(asyncio.Protocol):
         t0_ms = self._now_ms()
         for i, f in enumerate(frames):
             self._on_request(f, t0_ms)
-            if self._state != "open":
+            if self._state is not OPEN:
                 return
             if self._unread is not None:  # full again
                 self._unread += frames[i + 1:]
@@ -349,7 +385,7 @@ class Connection(asyncio.Protocol):
     def reply(self, req, data: bytes, zxid: int) -> None:
         """Send a request's reply. Its statistics (ServerCnxn.updateStatsForResponse) are
         kept when the outbox flushes it: once per write, not once per reply."""
-        if self._state == "closed":
+        if self._state is CLOSED:
             return
         self._replied_t0.append(req.t0_ms)
         if req.is_write:  # readlatency and updatelatency are kept apart, as ZooKeeper's are
@@ -399,11 +435,12 @@ class Connection(asyncio.Protocol):
     def _on_frame(self, payload) -> None:
         self.stats.received += 1
         self.server.stats.packets_received += 1
-        if self._state == "open":
+        state = self._state
+        if state is OPEN:
             self._on_request(payload, self._now_ms())
-        elif self._state == "handshake":
+        elif state is HANDSHAKE:
             self._on_connect(payload)
-        elif self._state == "waiting":
+        elif state is WAITING:
             if len(self._pending_frames) >= PRE_SESSION_FRAMES_MAX:
                 self.close("too many requests before the session was established")
                 return
@@ -434,7 +471,7 @@ class Connection(asyncio.Protocol):
             return
         timeout = min(max(req.timeOut, cfg.min_session_timeout_ms), cfg.max_session_timeout_ms)
         if req.sessionId == 0:
-            self._state = "waiting"
+            self._become(WAITING)
             self.session = pipeline.create_session(self, timeout)
             return
         session = pipeline.session_for_reconnect(req.sessionId)
@@ -448,21 +485,21 @@ class Connection(asyncio.Protocol):
         if session is None or session.closing or passwd != session_password(req.sessionId):
             self._refuse_reopen(req.sessionId)
             return
-        self._state = "waiting"
+        self._become(WAITING)
         pipeline.reopen(session, timeout, lambda valid: self._reopened(session, timeout, valid))
 
     def _refuse_reopen(self, session_id: int) -> None:
         log.info("event=session_reopen_refused session=0x%x remote=%s", session_id, self.remote)
-        if self.transport is None or self._state == "closed":
+        if self.transport is None or self._state is CLOSED:
             return
         self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
         self._close_after_flush = True
-        self._state = "closed"
+        self._become(CLOSED)
         self.transport.close()
 
     def _reopened(self, session, timeout: int, valid: bool) -> None:
         """The session may be resumed here (on a learner, the leader said so)."""
-        if self._state != "waiting":
+        if self._state is not WAITING:
             return  # the client went away meanwhile
         if not valid:
             self._refuse_reopen(session.session_id)
@@ -472,15 +509,18 @@ class Connection(asyncio.Protocol):
         session.cnxn = self
         self.pipeline.tracker.set_timeout(session, timeout, self.server.clock.mono_ms())
         self.session = session
-        self._state = "open"
+        self._become(OPEN)
         self.send(self._connect_response_bytes(session.session_id, timeout,
                                                session_password(session.session_id)))
         if self._pending_frames:
             asyncio.get_running_loop().call_soon(self._drain_pending)
 
     def connect_response(self, session_id: int, timeout_ms: int) -> bytes:
-        """The reply to our createSession txn once applied: the session is open."""
-        self._state = "open"
+        """The reply to our createSession txn once applied: the session is open (unless the
+        client went away meanwhile: then the reply is dropped, as every reply of a closed
+        connection is)."""
+        if self._state is WAITING:
+            self._become(OPEN)
         if self._pending_frames:
             asyncio.get_running_loop().call_soon(self._drain_pending)
         return self._connect_response_bytes(session_id, timeout_ms, session_password(session_id))
@@ -492,10 +532,10 @@ class Connection(asyncio.Protocol):
     def _drain_pending(self) -> None:
         frames, self._pending_frames = self._pending_frames, []
         for f in frames:
-            if self._state != "open":
+            if self._state is not OPEN:
                 return
             self._on_request(f, self._now_ms())
-        if self._state == "open":
+        if self._state is OPEN:
             self._count_received()
 
     def _now_ms(self) -> int:
@@ -559,13 +599,10 @@ class Connection(asyncio.Protocol):
         self._submit(session, req)
 
     def _refused_unauthenticated(self, enforcement, xid: int, op: int) -> bool:
-        """AuthenticationHelper.enforceAuthentication, before anything else reads the request
-        (so pings, closeSession and malformed requests too): a session without an id of an
-        enforced scheme gets SESSIONCLOSEDREQUIRESASLAUTH, whatever the scheme, with no body,
-        and its connection closes. The session itself lives on until it expires, as in
-        ZooKeeper. Auth and SASL packets are how a session gets such an id: never refused."""
-        if (not enforcement.schemes or op == OpCode.AUTH or op == OpCode.SASL
-                or is_authenticated(enforcement.schemes, self.auth_ids)):
+        """A session client_auth refuses (it has no id of an enforced scheme) gets
+        SESSIONCLOSEDREQUIRESASLAUTH, whatever the scheme, with no body, and its connection
+        closes. The session itself lives on until it expires, as in ZooKeeper."""
+        if not client_auth.refuses_unauthenticated(enforcement, op, self.auth_ids):
             return False
         log.warning("event=auth_required remote=%s session=0x%x op=%d schemes=%s ids=%s",
                     self.remote, self.session.session_id, op,
@@ -574,7 +611,7 @@ class Connection(asyncio.Protocol):
         self.send(encode_reply(xid, 0, Code.SESSIONCLOSEDREQUIRESASLAUTH, None))
         self.close_after_flush("authentication required (enforce.auth.schemes)")
         # ZooKeeper also disables receiving: the frames read behind this one go unanswered.
-        self._state = "refused"
+        self._become(REFUSED)
         self._pause_reading()
         return True
 
@@ -584,24 +621,8 @@ class Connection(asyncio.Protocol):
         except JuteError as e:
             self.close(f"malformed AuthPacket: {e}")
             return
-        err = Code.AUTHFAILED
-        if packet.scheme == "digest" and packet.auth is not None:
-            ident = digest_id(packet.auth.decode("utf-8", "replace"))
-            if ident == self.server.config.super_digest:
-                self.auth_ids.append(SUPER_ID)
-            if ("digest", ident) not in self.auth_ids:
-                self.auth_ids.append(("digest", ident))
-            err = Code.OK
-        elif packet.scheme == "ip":
-            err = Code.OK  # IPAuthenticationProvider: the address, which the session has
-        elif packet.scheme == "x509" and "x509" in self.server.config.auth_schemes:
-            # X509AuthenticationProvider.handleAuthentication: the connection's verified
-            # client certificate, whatever the packet holds; none (plaintext, or a TLS
-            # client without one) is AUTHFAILED.
-            for auth_id in self.certificate_ids:
-                if auth_id not in self.auth_ids:
-                    self.auth_ids.append(auth_id)
-            err = Code.OK if self.certificate_ids else Code.AUTHFAILED
+        err = client_auth.add_auth(self.server.config, packet.scheme, packet.auth,
+                                   self.auth_ids, self.certificate_ids)
         if err != Code.OK:
             log.warning("event=auth_failed scheme=%r remote=%s", packet.scheme, self.remote)
             self.send(encode_reply(xid, 0, err, None))
@@ -613,8 +634,9 @@ class Connection(asyncio.Protocol):
     def _on_sasl(self, xid: int, payload, off: int) -> None:
         """ZooKeeperServer.processSasl: the token goes to this connection's SASL exchange,
         whose answer is the reply; its ids join the session's at once, as addAuthInfo's
-        do; a failed one is _sasl_failure_closes'. Without SASL configured ZooKeeper answers
-        a null token and the session goes on; a packet it cannot parse drops the connection."""
+        do; a failed one may close the connection (client_auth.sasl_failure_code). Without
+        SASL configured ZooKeeper answers a null token and the session goes on; a packet it
+        cannot parse drops the connection."""
         try:
             packet, _ = r.GetSASLRequest.decode(payload, off)
         except JuteError as e:
@@ -630,9 +652,7 @@ class Connection(asyncio.Protocol):
                 if self._sasl_failure_closes(xid, step.error):
                     return
                 step = step._replace(token=None)  # allowSaslFailedClients: an OK, no token
-            for auth_id in step.ids:
-                if auth_id not in self.auth_ids:
-                    self.auth_ids.append(auth_id)
+            client_auth.add_ids(self.auth_ids, step.ids)
             if step.ids:
                 log.info("event=sasl_authenticated remote=%s ids=%r", self.remote, step.ids)
             response = r.SetSASLResponse(step.token)
@@ -640,17 +660,13 @@ class Connection(asyncio.Protocol):
         self._submit(self.session, req)
 
     def _sasl_failure_closes(self, xid: int, reason: str) -> bool:
-        """processSasl's SaslException: AUTHFAILED (SESSIONCLOSEDREQUIRESASLAUTH when sasl is
-        an enforced scheme) with a null token, and the connection closes; unless
-        zookeeper.allowSaslFailedClients keeps it open (never when sasl is enforced)."""
-        enforcement = self.server.config.auth_enforcement
-        sasl_required = enforcement is not None and enforcement.sasl_required
-        keep = enforcement is not None and enforcement.allow_sasl_failed_clients
+        """A failed SASL step: answered with client_auth's error and a null token, and the
+        connection closes; unless client_auth keeps it open (allowSaslFailedClients)."""
+        err = client_auth.sasl_failure_code(self.server.config.auth_enforcement)
         log.warning("event=sasl_auth_failed remote=%s reason=%r action=%s", self.remote,
-                    reason, "keep" if keep and not sasl_required else "close")
-        if keep and not sasl_required:
+                    reason, "keep" if err is None else "close")
+        if err is None:
             return False
-        err = Code.SESSIONCLOSEDREQUIRESASLAUTH if sasl_required else Code.AUTHFAILED
         self.send(encode_reply(xid, 0, err, r.SetSASLResponse(None)))
         self.close_after_flush("SASL authentication failed")
         return True
@@ -661,8 +677,8 @@ class Connection(asyncio.Protocol):
         self.send(encode_reply(xid, -1, Code.UNIMPLEMENTED, None))
         self.close_after_flush(f"unknown op code {op}")
 
-    def _four_letter_word(self, cmd: str) -> None:
-        text = self.server.admin.four_letter_word(cmd, self)
+    def _four_letter_word(self, cmd: str, argument: bytes) -> None:
+        text = self.server.admin.four_letter_word(cmd, self, argument)
         self.transport.write(text.encode("utf-8"))
-        self._state = "closed"
+        self._become(CLOSED)
         self.transport.close()

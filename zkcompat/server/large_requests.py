@@ -21,7 +21,7 @@ import logging
 import struct
 
 from zkcompat.jute.constants import OpCode
-from zkcompat.server.connection import Connection
+from zkcompat.server.connection import OPEN, Connection
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class LargeRequestConnection(Connection):
     def _on_frame(self, payload) -> None:
         """Frames before the session is open (the ConnectRequest, and what is pipelined
         behind it) are checked on their length alone; an open session's in _on_request."""
-        if self._state != "open" and not self._frame_allowed(len(payload)):
+        if self._state is not OPEN and not self._frame_allowed(len(payload)):
             return
         super()._on_frame(payload)
 

@@ -10,10 +10,28 @@ import click
 SERVER_DEFAULT = "localhost:2181"  # ZooKeeperMain.MyCommandOptions
 TIMEOUT_DEFAULT_MS = 30000
 WITH_VALUE = {"-server": "server", "-timeout": "timeout", "-client-configuration": "config"}
+HELP_OPTIONS = ("--help", "-h")  # not zkCli's (it ignores both and connects): ours
+HELP = f"""\
+Usage: zkcompat shell [-server host:port[,host:port...][/chroot]] [-timeout ms] [-r]
+                      [-waitforconnection] [command [args...]]
+
+A zkCli.sh-compatible ZooKeeper shell. With a command, runs it and exits: status 0, 1 on
+an error (ConnectionLoss included: a server that cannot be reached fails the command at
+once, as zkCli's), 127 for an unknown command. Without one, reads commands from the
+terminal (history, tab completion) or from stdin. `help` in the shell lists the commands.
+
+Options, as zkCli.sh's:
+  -server host:port,...   the servers to connect to (default {SERVER_DEFAULT})
+  -timeout ms             the session timeout (default {TIMEOUT_DEFAULT_MS})
+  -r                      read-only: a server without a quorum may serve the session
+  -waitforconnection      wait up to the timeout for the session before the command
+  -h, --help              print this and exit
+"""
 
 
 class Options:
     def __init__(self) -> None:
+        self.help = False
         self.server = SERVER_DEFAULT
         self.timeout = str(TIMEOUT_DEFAULT_MS)
         self.read_only = False
@@ -36,6 +54,8 @@ def parse_options(argv: list[str]) -> Options:
             opts.read_only = True
         elif opt == "-waitforconnection":
             opts.wait_for_connection = True
+        elif opt in HELP_OPTIONS:
+            opts.help = True
         if not opt.startswith("-"):
             opts.command = [opt, *it]
             break
@@ -49,6 +69,9 @@ def run(argv: list[str], stdin=None, stdout=None, stderr=None) -> int:
     stdin = stdin or sys.stdin
     printer = Printer(stdout or sys.stdout, stderr or sys.stderr)
     opts = parse_options(argv)
+    if opts.help:
+        (stdout or sys.stdout).write(HELP)
+        return 0
     if opts.config is not None:
         printer.err("-client-configuration is not supported by zkcompat shell")
         return 2
@@ -69,6 +92,9 @@ def run(argv: list[str], stdin=None, stdout=None, stderr=None) -> int:
             shell.process_cmd(opts.command)
         except QuitShell as q:
             return q.code
+        # zkCli exits without closing: no Closed event is printed. The session is closed
+        # all the same, so that its ephemerals do not outlive the command by a timeout.
+        shell.print_watches = False
         shell.close()
         return shell.exit_code
     printer.out("Welcome to ZooKeeper!")
@@ -89,5 +115,6 @@ def run(argv: list[str], stdin=None, stdout=None, stderr=None) -> int:
                                  "help_option_names": []})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def shell(args) -> None:
-    """A zkCli-style shell: zkcompat shell [-server host:port] [-timeout ms] [-r] [cmd args]."""
+    """A zkCli-style shell: zkcompat shell [-server host:port] [-timeout ms] [-r] [cmd args]
+    (--help for more)."""
     raise SystemExit(run(list(args)))

@@ -4,6 +4,7 @@ line WatchedEvent.toString() gives, from kazoo's callback thread, in arrival ord
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
@@ -39,6 +40,11 @@ PROMPT_STATES = {
     KeeperState.CLOSED: "CLOSED",
 }
 NO_ZXID = -1  # WatchedEvent.NO_ZXID
+# kazoo logs every failed connection attempt as a warning; the Java client's log does not
+# reach zkCli's terminal (Debian's zkCli.sh has no SLF4J binding), and the shell reports
+# what matters itself (ConnectionLoss, the state events).
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
+logging.getLogger("kazoo").propagate = False
 CLOSE_WAIT_S = 5.0
 RECONNECT_DELAY_S = 0.1
 RECONNECT_DELAY_MAX_S = 1.0
@@ -76,6 +82,10 @@ class Session:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._was_connected = False
+        # Connection attempts that ended (refused, timed out, or a connection lost), and
+        # the condition a request waits on for the session or for one of those.
+        self._attempts_ended = 0
+        self._connection_news = threading.Condition()
         retry = KazooRetry(max_tries=-1, delay=RECONNECT_DELAY_S, max_delay=RECONNECT_DELAY_MAX_S)
         self.client = KazooClient(hosts=hosts, timeout=timeout_ms / 1000.0, read_only=read_only,
                                   connection_retry=retry)
@@ -88,6 +98,17 @@ class Session:
             return header, buffer, offset
 
         conn._read_header = remember_header
+        connect_attempt = conn._connect_attempt
+
+        def counted_attempt(*args):
+            try:
+                return connect_attempt(*args)
+            finally:
+                with self._connection_news:
+                    self._attempts_ended += 1
+                    self._connection_news.notify_all()
+
+        conn._connect_attempt = counted_attempt
         conn._read_watch_event = self._read_watch_event
         self.client.add_listener(self._on_state)
         self.client.start_async()
@@ -105,6 +126,8 @@ class Session:
         return PROMPT_STATES.get(state, str(state))
 
     def _on_state(self, _kazoo_state) -> None:
+        with self._connection_news:
+            self._connection_news.notify_all()
         state = self.client.client_state
         name = EVENT_STATES.get(state)
         if name is None:
@@ -223,9 +246,9 @@ class Session:
         """Send one request and wait for its reply; KeeperError(code, path) on err."""
         if not self.alive:
             raise KeeperError(fmt.SESSIONEXPIRED, path)
-        # The Java client queues a request until it connects; kazoo refuses it before its
-        # first connection, so wait here as long as a session may take to come up.
-        if not self.client._live.wait(self.timeout_ms / 1000.0):
+        # kazoo refuses a request before its first connection; the Java client queues it,
+        # and fails it with ConnectionLoss as soon as a connection attempt fails.
+        if not self._connected_or_attempt_failed(self.timeout_ms / 1000.0):
             raise KeeperError(fmt.CONNECTIONLOSS, path)
         result = self.client.handler.async_result()
         self.client._call(request, result)
@@ -239,16 +262,30 @@ class Session:
         except self.client.handler.timeout_exception:
             raise KeeperError(fmt.CONNECTIONLOSS, path) from None
 
+    def _connected_or_attempt_failed(self, timeout_s: float) -> bool:
+        """Whether the session is connected, once it is or once a connection attempt
+        ends without it (ClientCnxn.SendThread's cleanup fails every queued packet with
+        ConnectionLoss), or after timeout_s."""
+        live = self.client._live
+        with self._connection_news:
+            ended = self._attempts_ended
+            self._connection_news.wait_for(
+                lambda: live.is_set() or self._attempts_ended != ended or not self.alive,
+                timeout_s)
+        return live.is_set()
+
     def close(self) -> None:
         """ZooKeeper.close(): the Closed event is printed before this returns."""
         if not self._closed.is_set():
             # The Java client's closeSession waits for the connection like any request,
             # so a session still connecting is established (and announced) first.
-            self.client._live.wait(min(self.timeout_ms / 1000.0, CLOSE_WAIT_S))
+            self._connected_or_attempt_failed(min(self.timeout_ms / 1000.0, CLOSE_WAIT_S))
             try:
                 self.client.stop()
             finally:
-                if not self._closed.wait(CLOSE_WAIT_S):
+                # kazoo reports no CLOSED for a session that never connected (its state
+                # starts as LOST): then the event is ours to print, at once.
+                if not self._closed.wait(CLOSE_WAIT_S if self._was_connected else 0):
                     self.on_event(fmt.watched_event("Closed", "None", None, NO_ZXID))
                     self._closed.set()
         self.client.close()
