@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
@@ -39,6 +40,29 @@ def test_json_line_has_the_pairs_and_the_message():
     assert obj["field_level"] == "odd"  # a pair never overwrites the record's own fields
     assert obj["msg"] == "event=x level=odd key='v w'"
     assert "\n" not in line
+
+
+def test_json_numbers_and_booleans_are_json_numbers_and_booleans():
+    line = logfmt.JsonFormatter().format(_record(
+        "event=x port=%d ok=%s off=false ratio=1.5 neg=-3 zero=0 zxid=0x1f lead=007 "
+        "quoted='123' text=abc big=18446744073709551616 exp=1e3 inf=inf", 23228, True))
+    obj = json.loads(line)
+    assert {k: obj[k] for k in ("port", "ok", "off", "ratio", "neg", "zero", "big")} == {
+        "port": 23228, "ok": True, "off": False, "ratio": 1.5, "neg": -3, "zero": 0,
+        "big": 2**64}
+    assert type(obj["port"]) is int and type(obj["ok"]) is bool and type(obj["zero"]) is int
+    # Hex ids, leading zeros, a quoted value and anything not a JSON number stay strings.
+    assert {k: obj[k] for k in ("zxid", "lead", "quoted", "text", "exp", "inf")} == {
+        "zxid": "0x1f", "lead": "007", "quoted": "123", "text": "abc", "exp": "1e3",
+        "inf": "inf"}
+
+
+def test_json_timestamp_is_iso_8601_in_utc():
+    record = _record("event=x")
+    record.created = 1_700_000_000.25
+    obj = json.loads(logfmt.JsonFormatter().format(record))
+    assert obj["ts"] == "2023-11-14T22:13:20.250Z"
+    assert datetime.fromisoformat(obj["ts"]).timestamp() == 1_700_000_000.25
 
 
 def test_json_line_keeps_the_traceback_on_one_line():
