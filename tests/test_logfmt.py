@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -93,18 +95,30 @@ def _serve(tmp_path, *args: str):
             time.sleep(0.1)
     popen.terminate()
     _, err = popen.communicate(timeout=20)
+    # SIGTERM still ends the server as the signal does, after the line saying so.
+    assert popen.returncode == -signal.SIGTERM, err
     return err.splitlines()
 
 
 def test_serve_json_logs_one_object_per_line(tmp_path):
     lines = _serve(tmp_path, "--log-format", "json")
-    logs = [json.loads(line) for line in lines if line.startswith("{")]
+    logs = [json.loads(line) for line in lines]  # every line, the start-up banner too
     assert [o for o in logs if o.get("event") == "config_unknown_key"
             and o.get("key") == "noSuchSetting" and o["level"] == "WARNING"]
     assert [o for o in logs if o.get("event") == "config_not_implemented"
             and o.get("keys") == "preAllocSize"]
     assert [o for o in logs if o["level"] == "INFO"]  # info is the default level
-    assert all(line.startswith("{") or line.startswith("zkcompat listening") for line in lines)
+    listening = [o for o in logs if o.get("event") == "listening"]
+    assert len(listening) == 1 and type(listening[0]["port"]) is int
+    assert [o["event"] for o in logs if o.get("event") in ("starting", "listening")] == [
+        "starting", "listening"]
+    assert all(datetime.fromisoformat(o["ts"]).utcoffset().total_seconds() == 0 for o in logs)
+    assert logs[-1]["event"] == "shutdown" and logs[-1]["signal"] == "SIGTERM"
+
+
+def test_serve_text_logs_sigterm(tmp_path):
+    lines = _serve(tmp_path)
+    assert re.search(r" level=INFO logger=\S+ event=shutdown signal=SIGTERM$", lines[-1]), lines
 
 
 def test_serve_text_logs_at_warning_level_drop_info(tmp_path):
@@ -120,3 +134,4 @@ def test_serve_refuses_an_unknown_format(tmp_path):
                           cwd=tmp_path, env=zkcompat_env(), capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "xml" in done.stderr
+
