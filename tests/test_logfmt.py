@@ -135,3 +135,15 @@ def test_serve_refuses_an_unknown_format(tmp_path):
                           timeout=30)
     assert done.returncode == 2 and "xml" in done.stderr
 
+
+def test_sim_progress_line_carries_no_server_events():
+    """`zkcompat sim` rewrites one progress line on stderr ("\\r[i/n] seed ..."): no server
+    event may land on it (faults make servers log; cluster.run mutes them only in a run)."""
+    done = subprocess.run([sys.executable, "-m", "zkcompat", "sim", "--seeds", "3",
+                           "--duration", "5"], cwd=REPO_ROOT, env=zkcompat_env(),
+                          capture_output=True, timeout=120)  # bytes: text would eat \r
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, done.stdout.decode() + stderr
+    progress, wall = stderr.rstrip("\n").split("\n")
+    assert re.fullmatch(r"(\r\[\d/3\] seed \d ok failed=0 [0-9.]+ seeds/s){3}", progress), progress
+    assert wall.startswith("wall ")
