@@ -115,6 +115,16 @@ def test_a_bad_value_names_the_flag(tmp_path):
         _load(tmp_path, {"JVMFLAGS": "-Djute.maxbuffer=lots"})
 
 
+def test_a_flag_zoo_cfg_overrules_is_never_read(tmp_path, caplog):
+    """ZooKeeper sets zoo.cfg's key over the -D before reading it: a bad or unobeyed value
+    there is never seen."""
+    environ = {"JVMFLAGS": "-Dzookeeper.snapCount=lots -Dzookeeper.leaderServes=no"}
+    with caplog.at_level(logging.WARNING, logger="zkcompat.config"):
+        cfg = _load(tmp_path, environ, **{"zookeeper.snapCount": "500", "leaderServes": "yes"})
+    assert (cfg.snap_count, cfg.leader_serves) == (500, True)
+    assert not caplog.records
+
+
 def test_the_ssl_settings_from_the_jvm_flags(tmp_path):
     key_store, trust_store = _pem_stores(tmp_path)
     flags = (f"-Dzookeeper.ssl.keyStore.location={key_store} "
@@ -230,13 +240,13 @@ def test_flags_zkcompat_does_not_obey_are_named(tmp_path, caplog):
              "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty "
              "-Dzookeeper.tickTme=100 -Dzookeeper.tickTime=100 -Dzookeeper.jute.maxbuffer=1")
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
-        cfg = _load(tmp_path, {"SERVER_JVMFLAGS": flags}, preAllocSize="65536")
+        cfg = _load(tmp_path, {"SERVER_JVMFLAGS": flags}, clientPortListenBacklog="50")
     assert cfg.leader_serves is False
     lines = [r.getMessage() for r in caplog.records]
     not_implemented = [m for m in lines if "event=config_not_implemented" in m]
     assert len(not_implemented) == 1
     assert set(not_implemented[0].split("keys=", 1)[1].split(",")) == {
-        "preAllocSize", "-Dzookeeper.preAllocSize", "-Dzookeeper.leaderServes",
+        "clientPortListenBacklog", "-Dzookeeper.preAllocSize", "-Dzookeeper.leaderServes",
         "-Dcom.sun.management.jmxremote", "-Dzookeeper.log.dir", "-javaagent:/opt/jmx_exporter.jar"}
     assert [m for m in lines if "event=config_unknown_key" in m] == [
         "event=config_unknown_key key=-Dzookeeper.tickTme",

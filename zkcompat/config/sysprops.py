@@ -141,11 +141,12 @@ def script_environment(environ: Mapping[str, str], conf_dir: Path | None) -> Map
     return {**environ, **dict(zip(JVM_FLAGS_ENV, values, strict=False))}
 
 
-def read(environ: Mapping[str, str], conf_dir: Path | None,
+def read(environ: Mapping[str, str], conf_dir: Path | None, zoo_cfg: Mapping[str, str],
          reads: Callable[[str], bool]) -> SystemProperties:
     """The system properties the JVM flags set (java.env sourced), sorted: settings zkcompat
-    reads (`reads(key)` says which zoo.cfg keys it does), the ones it does not implement, and
-    the unknown ones, each of which is warned about here as an unknown zoo.cfg key is."""
+    reads (`reads(key)` says which zoo.cfg keys it does) and zoo.cfg does not set, the ones
+    it does not implement, and the unknown ones, each warned about here as an unknown zoo.cfg
+    key is. A flag zoo.cfg overrules (QuorumPeerConfig sets its key over the -D) is ignored."""
     words = jvm_flags(script_environment(environ, conf_dir))
     settings: dict[str, str] = {}
     flags: dict[str, str] = {}
@@ -153,6 +154,8 @@ def read(environ: Mapping[str, str], conf_dir: Path | None,
     unknown: list[tuple[str, str]] = []
     for name, value in properties(words).items():
         key, why = _zoo_cfg_key(name)
+        if key is not None and _given(zoo_cfg, key):
+            continue
         if key is not None and reads(key):
             settings[key], flags[key] = value, name
         if key is not None and (reads(key) or config_status.lookup(key) is not None):
@@ -186,11 +189,7 @@ def _zoo_cfg_key(name: str) -> tuple[str | None, str]:
     return key, ""
 
 
-def beneath(zoo_cfg: Mapping[str, str], settings: Mapping[str, str]) -> dict[str, str]:
-    """zoo.cfg's keys with the -D settings under them: a setting zoo.cfg gives, with or
-    without the prefix, keeps zoo.cfg's value (QuorumPeerConfig sets it over the -D)."""
-    def given(key: str) -> bool:
-        bare = key.removeprefix(PROPERTY_PREFIX)
-        return bare in zoo_cfg or PROPERTY_PREFIX + bare in zoo_cfg
-
-    return {**{k: v for k, v in settings.items() if not given(k)}, **zoo_cfg}
+def _given(zoo_cfg: Mapping[str, str], key: str) -> bool:
+    """Whether zoo.cfg sets this key, with or without the prefix."""
+    bare = key.removeprefix(PROPERTY_PREFIX)
+    return bare in zoo_cfg or PROPERTY_PREFIX + bare in zoo_cfg

@@ -318,7 +318,7 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
     environ = os.environ if environ is None else environ
     props = parse_properties(Path(path).read_text()) if path is not None else {}
     props.update(overrides or {})
-    jvm = sysprops.read(environ, _conf_dir(path, environ), _reads)
+    jvm = sysprops.read(environ, _conf_dir(path, environ), props, _reads)
     values: dict = {}
     not_implemented: list[str] = []
     for key, value in props.items():
@@ -333,16 +333,16 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
             log.warning("event=config_unknown_key key=%s", key)
         if config_status.not_implemented(key, value):
             not_implemented.append(key)
-    for key, value in jvm.settings.items():  # a field zoo.cfg set under any key keeps it
-        if key in _KEYS:
-            name, conv = _KEYS[key]
-            values.setdefault(name, conv(f"-D{jvm.flags[key]}", value))
+    for key, value in jvm.settings.items():
+        name, conv = _KEYS.get(key, (None, None))
+        if name is not None and name not in values:  # zoo.cfg set it under another key
+            values[name] = conv(f"-D{jvm.flags[key]}", value)
     not_implemented += jvm.not_implemented
     if not_implemented:
         # One line an operator can read at start-up: everything ZooKeeper would obey here
         # and zkcompat will not (README, "zoo.cfg settings", says why for each).
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
-    settings = sysprops.beneath(props, jvm.settings)
+    settings = {**jvm.settings, **props}
     cfg = Config(**values, limits=_limits(settings), source=path, raw=props)
     setup_quorum(cfg, settings, "clientPort" in props)
     setup_security(cfg, settings, environ)
