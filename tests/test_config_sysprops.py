@@ -57,6 +57,10 @@ PRECEDENCE_CASES = {
                        4096),
     "zoo.cfg's jute.maxbuffer wins": ({"SERVER_JVMFLAGS": "-Djute.maxbuffer=4096"},
                                       {"jute.maxbuffer": "8192"}, "jute_maxbuffer", 8192),
+    # zoo.cfg's zookeeper.jute.maxbuffer is nothing (here as in ZooKeeper): the -D counts.
+    "zoo.cfg's zookeeper.jute.maxbuffer does not": (
+        {"SERVER_JVMFLAGS": "-Djute.maxbuffer=4096"}, {"zookeeper.jute.maxbuffer": "8192"},
+        "jute_maxbuffer", 4096),
     # BinaryInputArchive reads jute.maxbuffer, never zookeeper.jute.maxbuffer.
     "-Dzookeeper.jute.maxbuffer is nothing": (
         {"SERVER_JVMFLAGS": "-Dzookeeper.jute.maxbuffer=4096"}, {}, "jute_maxbuffer", 0xFFFFF),

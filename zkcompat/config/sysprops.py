@@ -91,7 +91,8 @@ class SystemProperties:
     flags: dict[str, str] = field(default_factory=dict)  # zoo.cfg key -> the flag's name
     # "-Dname" (or an agent option) ZooKeeper or its JVM obeys and zkcompat does not
     not_implemented: tuple[str, ...] = ()
-    unknown: tuple[tuple[str, str], ...] = ()  # ("-Dname", why): ZooKeeper reads none
+    # ("-Dname", why, if known): a ZooKeeper-looking name zkcompat does not read
+    unknown: tuple[tuple[str, str], ...] = ()
 
 
 def jvm_flags(environ: Mapping[str, str]) -> list[str]:
@@ -154,7 +155,7 @@ def read(environ: Mapping[str, str], conf_dir: Path | None, zoo_cfg: Mapping[str
     unknown: list[tuple[str, str]] = []
     for name, value in properties(words).items():
         key, why = _zoo_cfg_key(name)
-        if key is not None and _given(zoo_cfg, key):
+        if key is not None and _given(zoo_cfg, key, reads):
             continue
         if key is not None and reads(key):
             settings[key], flags[key] = value, name
@@ -189,7 +190,10 @@ def _zoo_cfg_key(name: str) -> tuple[str | None, str]:
     return key, ""
 
 
-def _given(zoo_cfg: Mapping[str, str], key: str) -> bool:
-    """Whether zoo.cfg sets this key, with or without the prefix."""
-    bare = key.removeprefix(PROPERTY_PREFIX)
-    return bare in zoo_cfg or PROPERTY_PREFIX + bare in zoo_cfg
+def _given(zoo_cfg: Mapping[str, str], key: str, reads: Callable[[str], bool]) -> bool:
+    """Whether zoo.cfg sets this setting: as the key, or as zookeeper.key where zkcompat
+    reads that spelling too (jute.maxbuffer has no other)."""
+    if key in zoo_cfg:
+        return True
+    other = PROPERTY_PREFIX + key
+    return key not in UNPREFIXED and other in zoo_cfg and reads(other)
