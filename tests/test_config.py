@@ -723,8 +723,10 @@ def test_ensemble_booleans_read_as_zookeeper_reads_them(key, value, expected):
     ({"SERVER_JVMFLAGS": "-Xmx1g -Dreadonlymode.enabled=true"}, {}, True),
     ({"JVMFLAGS": "-Dreadonlymode.enabled=TRUE"}, {}, True),
     ({"JVMFLAGS": "-Dreadonlymode.enabled=yes"}, {}, False),
+    # zkServer.sh runs java with JVMFLAGS="$SERVER_JVMFLAGS $JVMFLAGS": JVMFLAGS comes later
+    # on java's line, and the last -D of a name wins.
     ({"JVMFLAGS": "-Dreadonlymode.enabled=true",
-      "SERVER_JVMFLAGS": "-Dreadonlymode.enabled=false"}, {}, False),  # later on java's line
+      "SERVER_JVMFLAGS": "-Dreadonlymode.enabled=false"}, {}, True),
     ({}, {"readonlymode.enabled": "true"}, True),
     ({"SERVER_JVMFLAGS": "-Dreadonlymode.enabled=true"}, {"readonlymode.enabled": "false"},
      False),  # zoo.cfg wins

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import signal
 import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
@@ -41,6 +44,29 @@ def test_json_line_has_the_pairs_and_the_message():
     assert "\n" not in line
 
 
+def test_json_numbers_and_booleans_are_json_numbers_and_booleans():
+    line = logfmt.JsonFormatter().format(_record(
+        "event=x port=%d ok=%s off=false ratio=1.5 neg=-3 zero=0 zxid=0x1f lead=007 "
+        "quoted='123' text=abc big=18446744073709551616 exp=1e3 inf=inf", 23228, True))
+    obj = json.loads(line)
+    assert {k: obj[k] for k in ("port", "ok", "off", "ratio", "neg", "zero", "big")} == {
+        "port": 23228, "ok": True, "off": False, "ratio": 1.5, "neg": -3, "zero": 0,
+        "big": 2**64}
+    assert type(obj["port"]) is int and type(obj["ok"]) is bool and type(obj["zero"]) is int
+    # Hex ids, leading zeros, a quoted value and anything not a JSON number stay strings.
+    assert {k: obj[k] for k in ("zxid", "lead", "quoted", "text", "exp", "inf")} == {
+        "zxid": "0x1f", "lead": "007", "quoted": "123", "text": "abc", "exp": "1e3",
+        "inf": "inf"}
+
+
+def test_json_timestamp_is_iso_8601_in_utc():
+    record = _record("event=x")
+    record.created = 1_700_000_000.25
+    obj = json.loads(logfmt.JsonFormatter().format(record))
+    assert obj["ts"] == "2023-11-14T22:13:20.250Z"
+    assert datetime.fromisoformat(obj["ts"]).timestamp() == 1_700_000_000.25
+
+
 def test_json_line_keeps_the_traceback_on_one_line():
     try:
         raise ValueError("boom")
@@ -69,18 +95,30 @@ def _serve(tmp_path, *args: str):
             time.sleep(0.1)
     popen.terminate()
     _, err = popen.communicate(timeout=20)
+    # SIGTERM still ends the server as the signal does, after the line saying so.
+    assert popen.returncode == -signal.SIGTERM, err
     return err.splitlines()
 
 
 def test_serve_json_logs_one_object_per_line(tmp_path):
     lines = _serve(tmp_path, "--log-format", "json")
-    logs = [json.loads(line) for line in lines if line.startswith("{")]
+    logs = [json.loads(line) for line in lines]  # every line, the start-up banner too
     assert [o for o in logs if o.get("event") == "config_unknown_key"
             and o.get("key") == "noSuchSetting" and o["level"] == "WARNING"]
     assert [o for o in logs if o.get("event") == "config_not_implemented"
             and o.get("keys") == "preAllocSize"]
     assert [o for o in logs if o["level"] == "INFO"]  # info is the default level
-    assert all(line.startswith("{") or line.startswith("zkcompat listening") for line in lines)
+    listening = [o for o in logs if o.get("event") == "listening"]
+    assert len(listening) == 1 and type(listening[0]["port"]) is int
+    assert [o["event"] for o in logs if o.get("event") in ("starting", "listening")] == [
+        "starting", "listening"]
+    assert all(datetime.fromisoformat(o["ts"]).utcoffset().total_seconds() == 0 for o in logs)
+    assert logs[-1]["event"] == "shutdown" and logs[-1]["signal"] == "SIGTERM"
+
+
+def test_serve_text_logs_sigterm(tmp_path):
+    lines = _serve(tmp_path)
+    assert re.search(r" level=INFO logger=\S+ event=shutdown signal=SIGTERM$", lines[-1]), lines
 
 
 def test_serve_text_logs_at_warning_level_drop_info(tmp_path):
@@ -96,3 +134,16 @@ def test_serve_refuses_an_unknown_format(tmp_path):
                           cwd=tmp_path, env=zkcompat_env(), capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "xml" in done.stderr
+
+
+def test_sim_progress_line_carries_no_server_events():
+    """`zkcompat sim` rewrites one progress line on stderr ("\\r[i/n] seed ..."): no server
+    event may land on it (faults make servers log; cluster.run mutes them only in a run)."""
+    done = subprocess.run([sys.executable, "-m", "zkcompat", "sim", "--seeds", "3",
+                           "--duration", "5"], cwd=REPO_ROOT, env=zkcompat_env(),
+                          capture_output=True, timeout=120)  # bytes: text would eat \r
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, done.stdout.decode() + stderr
+    progress, wall = stderr.rstrip("\n").split("\n")
+    assert re.fullmatch(r"(\r\[\d/3\] seed \d ok failed=0 [0-9.]+ seeds/s){3}", progress), progress
+    assert wall.startswith("wall ")

@@ -1,6 +1,7 @@
 """`zkcompat serve`: one server, standalone or a member of the ensemble its zoo.cfg names."""
 
 import asyncio
+import logging
 import sys
 from pathlib import Path
 
@@ -10,9 +11,12 @@ from zkcompat import config as zkconfig
 from zkcompat.cli import logfmt
 from zkcompat.store.datadir import RecoveryError
 
+log = logging.getLogger(__name__)
+
 
 def _setup_logging(level: str, fmt: str = "text") -> None:
     logfmt.setup(level, fmt, sys.stderr)
+    logfmt.log_sigterm(log)
 
 
 @click.command()
@@ -51,10 +55,10 @@ def serve(config_path, port, address, data_dir, log_level, log_format) -> None:
         runner = asyncio.run
     from zkcompat.peer.node import serve as run_server  # noqa: PLC0415
 
-    mode = (f"server {cfg.server_id} of an ensemble of {len(cfg.voters)}" if cfg.is_ensemble
+    mode = (f"ensemble server_id={cfg.server_id} voters={len(cfg.voters)}" if cfg.is_ensemble
             else "standalone")
-    click.echo(f"zkcompat listening on {cfg.client_port_address}:{cfg.client_port} "
-               f"({mode}, dataDir {cfg.data_dir})", err=True)
+    log.info("event=starting address=%s port=%d mode=%s data_dir=%s", cfg.client_port_address,
+             cfg.client_port, mode, cfg.data_dir)
     try:
         runner(run_server(cfg))
     except KeyboardInterrupt:

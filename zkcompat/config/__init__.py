@@ -2,7 +2,8 @@
 
 properties: java.util.Properties; servers: server.N, myid and the quorum's checks;
 security: the TLS and SASL settings; limits: the limit and throttle settings;
-status: what ZooKeeper obeys and zkcompat does not; zoocfg: Config and load().
+status: what ZooKeeper obeys and zkcompat does not; sysprops: the -D flags of the JVM
+flags and java.env, read under zoo.cfg; zoocfg: Config and load().
 The names other packages use are re-exported here (`from zkcompat.config import Config`).
 """
 

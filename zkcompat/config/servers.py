@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,11 +23,6 @@ log = logging.getLogger("zkcompat.config")
 SERVER_ID_MIN, SERVER_ID_MAX = 1, 255
 MAX_EXTENDED_SERVER_ID = 0xFE  # EphemeralType.MAX_EXTENDED_SERVER_ID: TTL nodes need < 255
 WILDCARD_ADDRESS = "0.0.0.0"
-# In ZooKeeper readonlymode.enabled is a Java system property only (Boolean.getBoolean in
-# QuorumPeer.run); zoo.cfg cannot set it. Users pass -Dreadonlymode.enabled=true in these
-# variables (zkServer.sh hands both to java), so zkcompat reads them too.
-JVM_FLAGS_ENV = ("SERVER_JVMFLAGS", "JVMFLAGS")
-READONLY_PROPERTY = "readonlymode.enabled"
 
 
 class LearnerType(StrEnum):
@@ -247,22 +241,7 @@ def _check_validity(cfg: Config) -> None:
                           f"Cannot be larger than {MAX_EXTENDED_SERVER_ID}")
 
 
-def _readonly_from_environment(environ: Mapping[str, str]) -> bool | None:
-    """-Dreadonlymode.enabled=... in SERVER_JVMFLAGS or JVMFLAGS (Boolean.getBoolean)."""
-    found = None
-    for name in JVM_FLAGS_ENV[::-1]:  # SERVER_JVMFLAGS comes last on java's command line
-        try:
-            words = shlex.split(environ.get(name, ""))
-        except ValueError:
-            continue
-        for word in words:
-            if word.startswith(f"-D{READONLY_PROPERTY}="):
-                found = word.split("=", 1)[1].lower() == "true"
-    return found
-
-
-def setup_quorum(cfg: Config, props: Mapping[str, str], client_port_given: bool,
-                 environ: Mapping[str, str]) -> None:
+def setup_quorum(cfg: Config, props: Mapping[str, str], client_port_given: bool) -> None:
     """QuorumPeerConfig.setupQuorumPeerConfig's steps, in its order."""
     cfg.servers = _servers(props)
     _check_members(cfg)
@@ -272,7 +251,3 @@ def setup_quorum(cfg: Config, props: Mapping[str, str], client_port_given: bool,
     _setup_client_port(cfg, client_port_given)
     _setup_peer_type(cfg)
     _check_validity(cfg)
-    if READONLY_PROPERTY not in props:
-        from_env = _readonly_from_environment(environ)
-        if from_env is not None:
-            cfg.readonly_mode_enabled = from_env

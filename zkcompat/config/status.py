@@ -58,6 +58,11 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
     Unsupported("snapshot.compression.method", "(none)", None, _NO_FILES),
     Unsupported("snapshot.trust.empty", "false", None, _NO_FILES),
     Unsupported("serializeLastProcessedZxid.enabled", "true", None, _NO_FILES),
+    # FileTxnSnapLog: false makes a missing dataDir, or one without a snapshot, stop start-up
+    # (zkServer.sh sets -Dzookeeper.datadir.autocreate=false for ZOO_DATADIR_AUTOCREATE_DISABLE).
+    Unsupported("datadir.autocreate", "true", _is("true"), "dataDir is always created"),
+    Unsupported("db.autocreate", "true", _is("true"),
+                "an empty dataDir always starts an empty database"),
     # -- client connections and requests
     Unsupported("clientPortListenBacklog", "-1", None, "the listen backlog is asyncio's"),
     Unsupported("maxResponseCacheSize", "400", None, "there is no response cache"),

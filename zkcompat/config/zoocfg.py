@@ -1,5 +1,6 @@
 """Config, every setting of one server, and load(): zoo.cfg and dataDir/myid read as
-ZooKeeper reads them (QuorumPeerConfig).
+ZooKeeper reads them (QuorumPeerConfig), and under zoo.cfg the system properties of the JVM
+flags (-D in SERVER_JVMFLAGS, JVMFLAGS or java.env: config/sysprops.py).
 
 Unknown keys are logged and ignored; the keys ZooKeeper would obey and zkcompat does not
 (config/status.py) are named in one start-up warning; a bad value stops start-up with a message
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from zkcompat.config import limits as client_limits
 from zkcompat.config import status as config_status
+from zkcompat.config import sysprops
 from zkcompat.config.properties import ConfigError, parse_int, parse_port, parse_properties
 from zkcompat.config.security import security_key, setup_security
 from zkcompat.config.servers import (
@@ -275,8 +277,9 @@ _KEYS = {
     "syncEnabled": ("sync_enabled", _quorum_boolean),
     "quorumSync": ("quorum_sync", _quorum_boolean),
     # The rest are system properties in ZooKeeper, which zoo.cfg sets with or without the
-    # "zookeeper." prefix (unknown keys become zookeeper.KEY). readonlymode.enabled is the
-    # exception, see READONLY_PROPERTY: zoo.cfg cannot set it in ZooKeeper, here it can.
+    # "zookeeper." prefix (unknown keys become zookeeper.KEY). readonlymode.enabled, like
+    # jute.maxbuffer and znode.container.*, is the exception (sysprops.UNPREFIXED): only
+    # -Dreadonlymode.enabled sets it in ZooKeeper; here zoo.cfg can too.
     "digest.enabled": ("digest_enabled", _java_boolean),
     "zookeeper.digest.enabled": ("digest_enabled", _java_boolean),
     "leaderServes": ("leader_serves", _force_sync),
@@ -310,10 +313,12 @@ _REFUSED = {
 
 def load(path: Path | None = None, overrides: dict[str, str] | None = None,
          environ: Mapping[str, str] | None = None) -> Config:
-    """zoo.cfg (overrides win), dataDir/myid, and readonlymode.enabled from the JVM flags
-    in `environ` (os.environ by default) unless zoo.cfg sets it."""
+    """zoo.cfg (overrides win), dataDir/myid, and under them the system properties of the
+    JVM flags in `environ` (os.environ by default; config/sysprops.py)."""
+    environ = os.environ if environ is None else environ
     props = parse_properties(Path(path).read_text()) if path is not None else {}
     props.update(overrides or {})
+    jvm = sysprops.read(environ, _conf_dir(path, environ), props, _reads)
     values: dict = {}
     not_implemented: list[str] = []
     for key, value in props.items():
@@ -328,14 +333,32 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
             log.warning("event=config_unknown_key key=%s", key)
         if config_status.not_implemented(key, value):
             not_implemented.append(key)
+    for key, value in jvm.settings.items():
+        name, conv = _KEYS.get(key, (None, None))
+        if name is not None and name not in values:  # zoo.cfg set it under another key
+            values[name] = conv(f"-D{jvm.flags[key]}", value)
+    not_implemented += jvm.not_implemented
     if not_implemented:
         # One line an operator can read at start-up: everything ZooKeeper would obey here
         # and zkcompat will not (README, "zoo.cfg settings", says why for each).
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
-    cfg = Config(**values, limits=_limits(props), source=path, raw=props)
-    setup_quorum(cfg, props, "clientPort" in props, os.environ if environ is None else environ)
-    setup_security(cfg, props, os.environ if environ is None else environ)
+    settings = {**jvm.settings, **props}
+    cfg = Config(**values, limits=_limits(settings), source=path, raw=props)
+    setup_quorum(cfg, settings, "clientPort" in props)
+    setup_security(cfg, settings, environ)
     return cfg
+
+
+def _reads(key: str) -> bool:
+    """Whether zkcompat reads this zoo.cfg key (a -D flag that stands for it is read too)."""
+    return (key in _KEYS or security_key(key) or client_limits.limit_key(key) is not None)
+
+
+def _conf_dir(path: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """Where zkEnv.sh would find java.env: $ZOOCFGDIR, else zoo.cfg's directory."""
+    if environ.get(sysprops.CONF_DIR_ENV):
+        return Path(environ[sysprops.CONF_DIR_ENV])
+    return Path(path).parent if path is not None else None
 
 
 def _limits(props: Mapping[str, str]) -> client_limits.LimitSettings:

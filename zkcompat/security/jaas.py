@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 JAAS_PROPERTY = "java.security.auth.login.config"  # Environment.JAAS_CONF_KEY
-# The JVM flags zkServer.sh puts on java's command line, in the order it puts them:
-# SERVER_JVMFLAGS comes last, so it wins.
-JVM_FLAGS_ENV = ("JVMFLAGS", "SERVER_JVMFLAGS")
+# The JVM flags zkServer.sh puts on java's command line, in the order it puts them
+# (JVMFLAGS="$SERVER_JVMFLAGS $JVMFLAGS"): JVMFLAGS comes last, so it wins.
+JVM_FLAGS_ENV = ("SERVER_JVMFLAGS", "JVMFLAGS")
 FLAGS = ("required", "requisite", "sufficient", "optional")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "a": "\a", "v": "\v"}
 

@@ -12,6 +12,7 @@ each a sim/loop.VirtualClock, so nothing of the server code is patched for a run
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -50,6 +51,10 @@ def sim(seeds, first_seed, seed, servers, faults, duration, trace, bug, fsync_ms
         quorum_sync) -> None:
     """Deterministic simulation of an ensemble: faults, clients, and the checks."""
     _pin_hash_seed()
+    # cluster.run mutes the servers' logging during a run, but its teardown, after the mute,
+    # ends every server's term (which logs) onto the progress line: keep them off stderr.
+    logging.getLogger("zkcompat").addHandler(logging.NullHandler())
+    logging.getLogger("zkcompat").propagate = False
     from zkcompat.sim.cluster import DURATION_S, run_seed  # noqa: PLC0415
     from zkcompat.sim.nemesis import PROFILES  # noqa: PLC0415
 
