@@ -23,7 +23,7 @@ from tls_servers import CONNECT_TIMEOUT_S, plain_client, secure_cfg, start, tls_
 
 from conformance_tests.servers import HOST
 from zkcompat.jute.errors import JuteError
-from zkcompat.security import quorum_sasl
+from zkcompat.security import quorum_auth_packet, quorum_sasl, quorum_sasl_settings
 from zkcompat.security.digest_md5 import DigestMd5Server, SaslError
 
 SEED = 1717
@@ -203,7 +203,7 @@ def test_digest_md5_server_refuses_any_bytes_with_its_own_error(tokens):
     pytest.fail(f"accepted {tokens!r}")
 
 
-JAAS_SETTINGS = quorum_sasl.QuorumSaslSettings(
+JAAS_SETTINGS = quorum_sasl_settings.QuorumSaslSettings(
     enable_sasl=True, learner_require_sasl=True, server_require_sasl=True,
     users={"zkpeer": "s3cret"}, learner_username="zkpeer", learner_password="s3cret")
 
@@ -221,14 +221,14 @@ def _splits(data: bytes, cuts: list[int]) -> list[bytes]:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300), st.lists(st.integers(0, 400), max_size=6), st.booleans())
 def test_quorum_sasl_server_takes_any_bytes(garbage, cuts, with_magic):
-    data = (quorum_sasl.MAGIC_BYTES + garbage) if with_magic else garbage
+    data = (quorum_auth_packet.MAGIC_BYTES + garbage) if with_magic else garbage
     exchange = quorum_sasl.QuorumAuthServerExchange(JAAS_SETTINGS)
     try:
         for piece in _splits(data, cuts):
             exchange.feed(piece)
             if exchange.done:
                 break
-    except (quorum_sasl.QuorumAuthError, JuteError):
+    except (quorum_auth_packet.QuorumAuthError, JuteError):
         return
     assert not exchange.done or exchange.username is None
 
@@ -243,6 +243,6 @@ def test_quorum_sasl_learner_takes_any_reply(garbage, cuts):
             exchange.feed(piece)
             if exchange.done:
                 break
-    except (quorum_sasl.QuorumAuthError, JuteError):
+    except (quorum_auth_packet.QuorumAuthError, JuteError):
         return
     assert not exchange.done, f"authenticated by {garbage!r}"

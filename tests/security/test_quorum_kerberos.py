@@ -32,19 +32,20 @@ from test_quorum_sasl import (
     quorum_peer_classes,  # noqa: F401 - the fixture that compiles QuorumSaslPeer.java
 )
 
-from zkcompat.security import quorum_sasl as qs
+from zkcompat.security import quorum_auth_packet as qap
+from zkcompat.security import quorum_sasl_settings as qss
 from zkcompat.security.digest_md5 import SaslError
-from zkcompat.security.quorum_sasl import (
+from zkcompat.security.quorum_auth_packet import QuorumAuthError, Status
+from zkcompat.security.quorum_kerberos import (
     KerberosLogin,
-    QuorumAuthError,
-    QuorumAuthLearnerExchange,
-    QuorumAuthServerExchange,
+    kerberos_authorizer,
+    server_principal,
+)
+from zkcompat.security.quorum_sasl import QuorumAuthLearnerExchange, QuorumAuthServerExchange
+from zkcompat.security.quorum_sasl_settings import (
     QuorumSaslSettings,
     QuorumSaslSetupError,
-    Status,
-    kerberos_authorizer,
     quorum_sasl_settings,
-    server_principal,
 )
 
 QUORUM = f"zkquorum/localhost@{REALM}"  # every server's principal, as in ZooKeeper's tests
@@ -179,14 +180,14 @@ def test_the_exchange_is_gssapi_with_the_rfc4752_layer_and_a_null_success(kdc):
     with a null token, as SaslQuorumAuthServer sends the null final challenge."""
     learner = QuorumAuthLearnerExchange(_settings(kdc))
     server = QuorumAuthServerExchange(_settings(kdc))
-    first = qs.decode_packet(learner.start())
+    first = qap.decode_packet(learner.start())
     assert (first.status, first.token[:1]) == (Status.IN_PROGRESS, b"\x60")  # GSS token
-    offer = server.feed(qs.encode_packet(Status.IN_PROGRESS, first.token))
-    assert qs.decode_packet(offer).status == Status.IN_PROGRESS and not server.done
+    offer = server.feed(qap.encode_packet(Status.IN_PROGRESS, first.token))
+    assert qap.decode_packet(offer).status == Status.IN_PROGRESS and not server.done
     choice = learner.feed(offer)
-    assert qs.decode_packet(choice).status == Status.IN_PROGRESS and not learner.done
+    assert qap.decode_packet(choice).status == Status.IN_PROGRESS and not learner.done
     success = server.feed(choice)
-    assert success == qs.encode_packet(Status.SUCCESS, None) and server.done
+    assert success == qap.encode_packet(Status.SUCCESS, None) and server.done
     assert learner.feed(success) == b"" and learner.done and learner.leftover == b""
 
 
@@ -285,8 +286,8 @@ def test_host_pattern_takes_the_peers_host_name(kdc, caplog):
         with pytest.raises(QuorumAuthError, match=match):
             learner.start()
     with caplog.at_level(logging.WARNING):
-        qs._check_learner_login(KerberosLogin(QUORUM, kdc.keytab(QUORUM)),  # noqa: SLF001
-                                "zkquorum/_HOST@R", "QuorumLearner")
+        qss._check_learner_login(KerberosLogin(QUORUM, kdc.keytab(QUORUM)),  # noqa: SLF001
+                                 "zkquorum/_HOST@R", "QuorumLearner")
     assert "quorum_sasl_host_pattern_kept" in caplog.text
 
 

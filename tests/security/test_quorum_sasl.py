@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from java_client import JAVA_TIMEOUT_S, SLF4J_NOP_JAR, ZOOKEEPER_JAR
 
 from zkcompat.jute import records as r
+from zkcompat.jute.errors import JuteError
+from zkcompat.security import quorum_auth_packet as qap
 from zkcompat.security import quorum_sasl as qs
 from zkcompat.security.digest_md5 import (
     DigestMd5Client,
@@ -26,13 +28,11 @@ from zkcompat.security.digest_md5 import (
     SaslError,
     parse_directives,
 )
-from zkcompat.security.quorum_sasl import (
-    QuorumAuthError,
-    QuorumAuthLearnerExchange,
-    QuorumAuthServerExchange,
+from zkcompat.security.quorum_auth_packet import QuorumAuthError, Status
+from zkcompat.security.quorum_sasl import QuorumAuthLearnerExchange, QuorumAuthServerExchange
+from zkcompat.security.quorum_sasl_settings import (
     QuorumSaslSettings,
     QuorumSaslSetupError,
-    Status,
     quorum_sasl_settings,
 )
 
@@ -130,32 +130,32 @@ def _splitter(cuts: list[int]) -> Callable[[bytes], list[bytes]]:
 
 def test_magic_is_javas_long_and_packets_are_jute():
     # Java's -0xa0dbcafecafe1234L negates a negative literal: the value is positive.
-    assert qs.QUORUM_AUTH_MAGIC_NUMBER == struct.unpack(
+    assert qap.QUORUM_AUTH_MAGIC_NUMBER == struct.unpack(
         ">q", ((-0xA0DBCAFECAFE1234) % 2**64).to_bytes(8, "big"))[0] > 0
-    assert qs.MAGIC_BYTES == bytes.fromhex("5f2435013501edcc")
-    assert qs.encode_packet(Status.SUCCESS, b"tok") == (
+    assert qap.MAGIC_BYTES == bytes.fromhex("5f2435013501edcc")
+    assert qap.encode_packet(Status.SUCCESS, b"tok") == (
         bytes.fromhex("5f2435013501edcc") + struct.pack(">ii", 1, 3) + b"tok")
-    assert qs.encode_packet(Status.IN_PROGRESS, None) == qs.MAGIC_BYTES + struct.pack(
+    assert qap.encode_packet(Status.IN_PROGRESS, None) == qap.MAGIC_BYTES + struct.pack(
         ">ii", 0, -1)
-    assert qs.encode_packet(Status.ERROR, b"")[8:] == struct.pack(">ii", -1, 0)
-    assert qs.next_packet_is_auth(qs.encode_packet(Status.ERROR, b"")[:8])
+    assert qap.encode_packet(Status.ERROR, b"")[8:] == struct.pack(">ii", -1, 0)
+    assert qap.next_packet_is_auth(qap.encode_packet(Status.ERROR, b"")[:8])
     # A FOLLOWERINFO QuorumPacket and an election ConnectionHeader (protocol version -65536)
     # are not auth packets.
-    assert not qs.next_packet_is_auth(r.QuorumPacket(11, 0, b"x", []).to_bytes()[:8])
-    assert not qs.next_packet_is_auth(struct.pack(">q", -65536))
+    assert not qap.next_packet_is_auth(r.QuorumPacket(11, 0, b"x", []).to_bytes()[:8])
+    assert not qap.next_packet_is_auth(struct.pack(">q", -65536))
     with pytest.raises(ValueError):
-        qs.next_packet_is_auth(qs.MAGIC_BYTES[:7])
+        qap.next_packet_is_auth(qap.MAGIC_BYTES[:7])
 
 
 def test_packet_end_waits_for_whole_packets_and_bounds_the_token():
-    packet = qs.encode_packet(Status.IN_PROGRESS, b"abc")
-    assert [qs.packet_end(packet[:n]) for n in range(len(packet))] == [-1] * len(packet)
-    assert qs.packet_end(packet + b"more") == len(packet)
-    assert qs.decode_packet(packet).token == b"abc"
-    too_long = qs.MAGIC_BYTES + struct.pack(">ii", 0, qs.TOKEN_MAX_BYTES + 1)
-    for bad in (too_long, qs.MAGIC_BYTES + struct.pack(">ii", 0, -2)):
-        with pytest.raises(qs.JuteError):
-            qs.packet_end(bad)
+    packet = qap.encode_packet(Status.IN_PROGRESS, b"abc")
+    assert [qap.packet_end(packet[:n]) for n in range(len(packet))] == [-1] * len(packet)
+    assert qap.packet_end(packet + b"more") == len(packet)
+    assert qap.decode_packet(packet).token == b"abc"
+    too_long = qap.MAGIC_BYTES + struct.pack(">ii", 0, qap.TOKEN_MAX_BYTES + 1)
+    for bad in (too_long, qap.MAGIC_BYTES + struct.pack(">ii", 0, -2)):
+        with pytest.raises(JuteError):
+            qap.packet_end(bad)
 
 
 # -- the DIGEST-MD5 client --------------------------------------------------------------------
@@ -346,7 +346,7 @@ def test_every_pairing_of_settings(learner_cfg, server_cfg):
         # NullQuorumAuthServer reads nothing: the auth packet goes to its next layer, and
         # what that layer sends back is no QuorumAuthPacket.
         assert run.learner_error is not None and run.server_error is None
-        assert run.server_next.startswith(qs.MAGIC_BYTES)
+        assert run.server_next.startswith(qap.MAGIC_BYTES)
         return
     if not learner_auths and server_requires:
         assert run.server_error is not None
@@ -384,7 +384,7 @@ def test_wrong_password_or_unknown_user(username, password, server_requires):
     assert server.username is None
     if server_requires:
         assert run.server_error is not None
-        assert run.server_error.to_send == qs.encode_packet(Status.ERROR, b"")
+        assert run.server_error.to_send == qap.encode_packet(Status.ERROR, b"")
     else:
         # "Maintaining learner connection despite SASL authentication failure"
         assert run.server_error is None and server.done and server.failure
@@ -425,12 +425,12 @@ def test_learner_refuses_a_wrong_rspauth_and_bad_packets():
         learner.feed(forged)
     assert not learner.done
     bad_replies = [
-        qs.encode_packet(Status.ERROR, b""),
-        qs.MAGIC_BYTES + struct.pack(">ii", 7, 0),  # unknown status: ERROR, as Java
-        qs.encode_packet(Status.IN_PROGRESS, None),  # null token
+        qap.encode_packet(Status.ERROR, b""),
+        qap.MAGIC_BYTES + struct.pack(">ii", 7, 0),  # unknown status: ERROR, as Java
+        qap.encode_packet(Status.IN_PROGRESS, None),  # null token
         struct.pack(">qii", 1234, 0, 0),  # not the magic
-        qs.MAGIC_BYTES + struct.pack(">ii", 0, qs.TOKEN_MAX_BYTES + 1),
-        qs.encode_packet(Status.SUCCESS, b'realm="zk-quorum-sasl-md5",nonce="n",'
+        qap.MAGIC_BYTES + struct.pack(">ii", 0, qap.TOKEN_MAX_BYTES + 1),
+        qap.encode_packet(Status.SUCCESS, b'realm="zk-quorum-sasl-md5",nonce="n",'
                                          b"charset=utf-8,algorithm=md5-sess"),
     ]
     for reply in bad_replies:
@@ -443,16 +443,16 @@ def test_learner_refuses_a_wrong_rspauth_and_bad_packets():
 def test_server_refuses_an_oversize_token_without_an_error_packet_first():
     """SaslQuorumAuthServer opens its output only after reading the first packet: a first
     packet it cannot read gets no ERROR, a later one does."""
-    huge = qs.MAGIC_BYTES + struct.pack(">ii", 0, qs.TOKEN_MAX_BYTES + 1)
+    huge = qap.MAGIC_BYTES + struct.pack(">ii", 0, qap.TOKEN_MAX_BYTES + 1)
     server = QuorumAuthServerExchange(_settings(True, True, True))
     with pytest.raises(QuorumAuthError) as e:
         server.feed(huge)
     assert e.value.to_send == b""
     server = QuorumAuthServerExchange(_settings(True, True, True))
-    challenge = server.feed(qs.encode_packet(Status.IN_PROGRESS, b""))
+    challenge = server.feed(qap.encode_packet(Status.IN_PROGRESS, b""))
     with pytest.raises(QuorumAuthError) as e:
         server.feed(huge)
-    assert challenge and e.value.to_send == qs.encode_packet(Status.ERROR, b"")
+    assert challenge and e.value.to_send == qap.encode_packet(Status.ERROR, b"")
     lenient = QuorumAuthServerExchange(_settings(True, True, False))
     assert lenient.feed(huge) == b"" and lenient.done and lenient.failure
 
@@ -479,10 +479,10 @@ def test_server_gives_up_after_max_retries():
             return b"again"
 
     server = QuorumAuthServerExchange(_settings(True, True, True), new_server=Endless)
-    packet = qs.encode_packet(Status.IN_PROGRESS, b"t")
+    packet = qap.encode_packet(Status.IN_PROGRESS, b"t")
     replies = [server.feed(packet) for _ in range(qs.MAX_RETRIES + 1)]
-    assert replies[:-1] == [qs.encode_packet(Status.IN_PROGRESS, b"again")] * qs.MAX_RETRIES
-    assert replies[-1] == qs.encode_packet(Status.ERROR, b"again")
+    assert replies[:-1] == [qap.encode_packet(Status.IN_PROGRESS, b"again")] * qs.MAX_RETRIES
+    assert replies[-1] == qap.encode_packet(Status.ERROR, b"again")
     assert server.done and server.username is None
 
 

@@ -31,7 +31,8 @@ from zkcompat.sim.history import (
     SetData,
     Znode,
 )
-from zkcompat.sim.linearizability import Verdict, check
+from zkcompat.sim.lin_report import Verdict
+from zkcompat.sim.linearizability import check
 
 NONODE, NODEEXISTS = Err(Code.NONODE), Err(Code.NODEEXISTS)
 BADVERSION, NOTEMPTY = Err(Code.BADVERSION), Err(Code.NOTEMPTY)

@@ -71,15 +71,19 @@ def setup_security(cfg: Config, props: Mapping[str, str], environ: Mapping[str, 
                 security.get_property(props, CERT_RELOAD_KEY))
     except security.SettingError as e:
         raise ConfigError(str(e)) from None
-    from zkcompat.security import enforce, quorum_sasl, sasl  # noqa: PLC0415 - as tls below
+    from zkcompat.security import (  # noqa: PLC0415 - as tls below
+        enforce,
+        quorum_sasl_settings,
+        sasl,
+    )
 
     try:
         cfg.sasl = sasl.sasl_settings(props, environ)
-        quorum_auth = quorum_sasl.quorum_sasl_settings(props, environ)
+        quorum_auth = quorum_sasl_settings.quorum_sasl_settings(props, environ)
         cfg.quorum_sasl = quorum_auth if quorum_auth.enable_sasl else None
         cfg.auth_enforcement = enforce.auth_enforcement(props, cfg.auth_schemes)
     except (sasl.SaslSetupError, enforce.EnforceSetupError,
-            quorum_sasl.QuorumSaslSetupError) as e:
+            quorum_sasl_settings.QuorumSaslSetupError) as e:
         raise ConfigError(str(e)) from None
     if cfg.tls is not None or security.QUORUM_SECURITY_KEYS & props.keys():
         # The stores are read now, so a bad one stops start-up as ZooKeeper's initSSL does.

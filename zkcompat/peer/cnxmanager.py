@@ -24,12 +24,9 @@ from zkcompat.jute.election import (
 )
 from zkcompat.jute.errors import JuteError
 from zkcompat.peer.links import Link, Listener, open_link, run_exchange
-from zkcompat.security.quorum_sasl import (
-    QuorumAuthError,
-    QuorumAuthLearnerExchange,
-    QuorumAuthServerExchange,
-    QuorumSaslSettings,
-)
+from zkcompat.security.quorum_auth_packet import QuorumAuthError
+from zkcompat.security.quorum_sasl import QuorumAuthLearnerExchange, QuorumAuthServerExchange
+from zkcompat.security.quorum_sasl_settings import QuorumSaslSettings
 from zkcompat.security.quorum_tls import QuorumTls
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ from zkcompat.jute.errors import JuteError
 from zkcompat.peer.elector import Elector
 from zkcompat.peer.links import Link, Listener
 from zkcompat.peer.transport import QuorumConnection, connect_to_leader
-from zkcompat.security.quorum_sasl import QuorumAuthError, QuorumAuthServerExchange
+from zkcompat.security.quorum_auth_packet import QuorumAuthError
+from zkcompat.security.quorum_sasl import QuorumAuthServerExchange
 from zkcompat.server.expirer import run_expirer
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory

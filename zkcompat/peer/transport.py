@@ -22,11 +22,9 @@ from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.errors import JuteError
 from zkcompat.peer.links import open_link
-from zkcompat.security.quorum_sasl import (
-    QuorumAuthError,
-    QuorumAuthLearnerExchange,
-    QuorumSaslSettings,
-)
+from zkcompat.security.quorum_auth_packet import QuorumAuthError
+from zkcompat.security.quorum_sasl import QuorumAuthLearnerExchange
+from zkcompat.security.quorum_sasl_settings import QuorumSaslSettings
 from zkcompat.security.quorum_tls import QuorumTls
 from zkcompat.tree.snapstream import (
     LENGTH_MAX_BYTES,
