@@ -115,7 +115,7 @@ class Config:
     quorum_tls: object | None = None
     auth_schemes: frozenset[str] = frozenset()  # registered beyond ip and digest (x509, sasl)
     sasl: object | None = None  # security.sasl.SaslSettings: a JAAS Server section's users
-    # security.quorum_sasl.QuorumSaslSettings with quorum.auth.enableSasl=true, else None.
+    # security.quorum_sasl_settings.QuorumSaslSettings with quorum.auth.enableSasl=true, else None.
     quorum_sasl: object | None = None
     # security.enforce.AuthEnforcement: enforce.auth.*, allowSaslFailedClients
     auth_enforcement: object | None = None
