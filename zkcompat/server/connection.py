@@ -1,28 +1,39 @@
-"""One client connection: framing, handshake, pings, auth packets, and coalesced writes.
+"""One client connection: framing, pings, auth packets, and each request decoded once.
 
 Everything a client sends is decoded here exactly once and handed to the pipeline as a
-Request. Replies are queued and written with one transport.write per flush of the outbox.
-A protocol violation closes this connection (with a logged reason) and nothing else. What
-an auth or SASL packet grants, and who must authenticate, client_auth decides.
+Request. The handshake is connection_handshake's, the replies' way out (queued, written with
+one transport.write per flush of the outbox) connection_output's: both are mixins of the one
+Connection object. A protocol violation closes this connection (with a logged reason) and
+nothing else. What an auth or SASL packet grants, and who must authenticate, client_auth
+decides.
 """
 
 import asyncio
-import enum
 import logging
 import struct
 
 from zkcompat.jute import records as r
-from zkcompat.jute.constants import Code, KeeperState, OpCode
+from zkcompat.jute.constants import Code, OpCode
 from zkcompat.jute.errors import JuteError
-from zkcompat.jute.framing import FrameError, FrameReader, frame
+from zkcompat.jute.framing import FrameError, FrameReader
 from zkcompat.jute.multi import decode_multi_request
 from zkcompat.jute.ops import REQUEST_RECORD as JUTE_REQUEST_RECORD
-from zkcompat.jute.reply import encode_notification, encode_reply
+from zkcompat.jute.reply import encode_reply
 from zkcompat.server import client_auth
 from zkcompat.server.admin import ARGUMENT_BYTES as FOUR_LETTER_ARGUMENT_BYTES
+from zkcompat.server.connection_handshake import Handshake
+from zkcompat.server.connection_output import OUT_SPILL_BYTES, Output
+from zkcompat.server.connection_state import (
+    CLOSED,
+    CONNECTION_TRANSITIONS,
+    HANDSHAKE,
+    OPEN,
+    REFUSED,
+    WAITING,
+    ConnState,
+)
 from zkcompat.server.request import MULTI_OPS, REQUEST_RECORD, Request
-from zkcompat.server.sessions import PASSWD_BYTES, session_password
-from zkcompat.server.stats import OP_NAMES, ConnectionStats
+from zkcompat.server.stats import ConnectionStats
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +52,6 @@ MULTI_WRITE_OPS = frozenset((
 # module globals: enum attribute lookups are slow on the hot path (docs/measurements.md)
 _CLOSE_SESSION, _CHECK = OpCode.CLOSE_SESSION, OpCode.CHECK
 
-
-class ConnState(enum.Enum):
-    """Where a client connection is in its life (CONNECTION_TRANSITIONS: where it may go).
-
-    HANDSHAKE: reading its ConnectRequest (or a four-letter word). WAITING: its session's
-    createSession txn, or its revalidation, is under way. OPEN: the session's requests are
-    read and answered. REFUSED: refused for want of authentication, it reads no more and
-    closes once that refusal is written. CLOSED: nothing is read or written any more.
-    """
-
-    HANDSHAKE = "handshake"
-    WAITING = "waiting"
-    OPEN = "open"
-    REFUSED = "refused"
-    CLOSED = "closed"
-
-
-HANDSHAKE, WAITING, OPEN, REFUSED, CLOSED = ConnState  # compared by identity on every frame
-CONNECTION_TRANSITIONS: dict[ConnState, frozenset[ConnState]] = {
-    HANDSHAKE: frozenset((WAITING, CLOSED)),
-    WAITING: frozenset((OPEN, CLOSED)),
-    OPEN: frozenset((REFUSED, CLOSED)),
-    REFUSED: frozenset((CLOSED,)),
-    CLOSED: frozenset(),
-}
-
 _REQUEST_HEADER = struct.Struct(">ii")  # RequestHeader{int xid; int type}
 
 # Frames a client may pipeline after its ConnectRequest, before the session exists.
@@ -74,13 +59,19 @@ PRE_SESSION_FRAMES_MAX = 1000
 # zookeeper.nio.sessionlessCnxnTimeout: a connection that has not completed its handshake
 # by then is closed, so half-open sockets cannot pile up until descriptors run out.
 SESSIONLESS_CNXN_TIMEOUT_S = 10.0
-# The replies one batch of requests has queued are written out as soon as they pass this,
-# so that a transport the client does not drain says so (pause_writing) before the next
-# request of the batch is answered: the rest of the batch then waits, unread.
-OUT_SPILL_BYTES = 1024 * 1024
+
+# Imported from here by the rest of the server, the tests and the benchmark.
+__all__ = [
+    "CLOSED", "CONNECTION_TRANSITIONS", "HANDSHAKE", "OPEN", "OUT_SPILL_BYTES",
+    "PRE_SESSION_FRAMES_MAX", "REFUSED", "SESSIONLESS_CNXN_TIMEOUT_S", "WAITING",
+    "Connection", "ConnState",
+]
 
 
-class Connection(asyncio.Protocol):
+class Connection(Handshake, Output, asyncio.Protocol):
+    """One client connection, one object: its handshake (Handshake) and its output (Output)
+    are mixins, so the request path makes no call through another object."""
+
     def __init__(self, server):
         self.server = server  # the ServerContext: pipeline, config, admin, connections
         self.pipeline = server.pipeline
@@ -229,94 +220,7 @@ class Connection(asyncio.Protocol):
             self._read_unread(frames)
         self._maybe_resume_reading()
 
-    # -- output ---------------------------------------------------------------------
-
-    def send(self, data: bytes) -> None:
-        if self._state is CLOSED:
-            return
-        self.stats.sent += 1
-        self.server.stats.packets_sent += 1
-        self._out.append(data)
-        if not self._queued:
-            self._queued = True
-            self.outbox.add(self)
-        else:  # the first reply of a flush is not counted: a 1x1 client pays nothing here
-            self._out_bytes += len(data)
-            if self._out_bytes > OUT_SPILL_BYTES:
-                self._spill()
-
-    def flush(self) -> None:
-        """Write everything queued with one transport.write (the outbox calls this), then
-        account for the replies in it."""
-        self._queued = False
-        self._write_out()
-        if self._replied_t0:
-            self._account_replies()
-
-    def _write_out(self) -> None:
-        # A transport the peer closed refuses writes until connection_lost arrives.
-        if self._state is CLOSED or self.transport is None or self.transport.is_closing():
-            return
-        out = self._out
-        if out:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-            out.clear()
-            self._out_bytes = 0
-            if self._unread is not None and self._unsent_over_bound():
-                return
-        if self._close_after_flush:
-            self._become(CLOSED)
-            self.transport.close()
-            return
-        # Requests are counted in when read; here those answered are counted out.
-        counted = self.outstanding_counted
-        if counted:
-            queued = len(self.session.queue)
-            if queued != counted:
-                limits = self.server.limits
-                limits.in_process += queued - counted
-                self.outstanding_counted = queued
-                if limits.held and queued < counted:
-                    limits.request_throttler.wake()
-        if self._paused:
-            self._maybe_resume_reading()
-
-    def _spill(self) -> None:
-        """Write what is queued now, before the flush: it outgrew OUT_SPILL_BYTES."""
-        transport = self.transport
-        if self._state is CLOSED or transport is None or transport.is_closing():
-            return
-        transport.write(b"".join(self._out))
-        self._out.clear()
-        self._out_bytes = 0
-        if self._unread is not None:
-            self._unsent_over_bound()
-
-    def _unsent_over_bound(self) -> bool:
-        """A client that does not read what it is sent is dropped once limits.unsent_bytes_max
-        wait in the transport (replies the session queued before it stopped reading, watch
-        events): its session lives on, and its client reconnects."""
-        unsent = self.transport.get_write_buffer_size()
-        if unsent <= self.server.limits.unsent_bytes_max:
-            return False
-        log.warning("event=connection_close remote=%s reason=%r unsent_bytes=%d", self.remote,
-                    "client does not read its replies", unsent)
-        self._become(CLOSED)
-        self._out.clear()
-        self.transport.abort()  # close() would hold the unsent bytes until they are sent
-        return True
-
-    def notify(self, event_type: int, path: str, zxid: int) -> None:
-        self.send(encode_notification(event_type, KeeperState.SYNC_CONNECTED, path, zxid))
-
-    def close_after_flush(self, reason: str) -> None:
-        if self._state is CLOSED:
-            return
-        log.info("event=connection_close remote=%s reason=%r", self.remote, reason)
-        self._close_after_flush = True
-        if not self._queued:
-            self._queued = True
-            self.outbox.add(self)
+    # -- closing, and reading stopped and resumed ----------------------------------------
 
     def close(self, reason: str) -> None:
         if self._state is CLOSED:
@@ -382,56 +286,6 @@ class Connection(asyncio.Protocol):
 
     # -- input ----------------------------------------------------------------------
 
-    def reply(self, req, data: bytes, zxid: int) -> None:
-        """Send a request's reply. Its statistics (ServerCnxn.updateStatsForResponse) are
-        kept when the outbox flushes it: once per write, not once per reply."""
-        if self._state is CLOSED:
-            return
-        self._replied_t0.append(req.t0_ms)
-        if req.is_write:  # readlatency and updatelatency are kept apart, as ZooKeeper's are
-            self._write_t0.append(req.t0_ms)
-        self._last_req = req
-        self._last_zxid = zxid
-        self.send(data)
-
-    def _account_replies(self) -> None:
-        """Latency, last op, cxid and zxid of the replies queued since the last flush, as
-        if each had been counted when it was answered (the flush follows in the same
-        callback): latency is the time from receipt to now."""
-        t0s = self._replied_t0
-        t = self.server.clock.mono_ms()
-        n = len(t0s)
-        lo, hi, total = t - max(t0s), t - min(t0s), n * t - sum(t0s)
-        for lat in (self.stats.latency, self.server.stats.latency):
-            if hi > lat.max:
-                lat.max = hi
-            if lo < lat.min or not lat.count:
-                lat.min = lo
-            lat.count += n
-            lat.total += total
-        writes = self._write_t0
-        if writes:  # ServerStats says how reads and writes are split
-            nw = len(writes)
-            write_total = nw * t - sum(writes)
-            ul = self.server.stats.update_latency
-            ul.count += nw
-            ul.total += write_total
-            ul.recent.append((write_total, nw))
-            writes.clear()
-            if nw < n:
-                self.server.stats.read_recent.append((total - write_total, n - nw))
-        else:
-            self.server.stats.read_recent.append((total, n))
-        req = self._last_req
-        stats = self.stats
-        stats.last_op = OP_NAMES.get(req.type, "NA")
-        stats.last_cxid = req.xid
-        stats.last_zxid = self._last_zxid
-        stats.last_response_ms = t
-        stats.last_latency = t - req.t0_ms
-        t0s.clear()
-        self._last_req = None
-
     def _on_frame(self, payload) -> None:
         self.stats.received += 1
         self.server.stats.packets_received += 1
@@ -445,98 +299,6 @@ class Connection(asyncio.Protocol):
                 self.close("too many requests before the session was established")
                 return
             self._pending_frames.append(payload)
-
-    def _on_connect(self, payload) -> None:
-        try:
-            req = r.ConnectRequest.from_bytes(payload)
-        except JuteError as e:
-            self.close(f"malformed ConnectRequest: {e}")
-            return
-        if not self.server.limits.session_allowed(renew=req.sessionId != 0):
-            # processConnectRequest's ClientCnxnLimitException: closed, with no response.
-            self.close("Connection throttle rejected connection")
-            return
-        pipeline = self.pipeline
-        cfg = self.server.config
-        self._client_readonly_byte = req.readOnly is not None
-        if req.lastZxidSeen > pipeline.tree.last_processed_zxid:
-            self.close(
-                f"client has seen zxid 0x{req.lastZxidSeen:x}, ours is "
-                f"0x{pipeline.tree.last_processed_zxid:x}: client must try another server"
-            )
-            return
-        if pipeline.read_only and not req.readOnly:
-            # ZooKeeperServer.processConnectRequest on a ReadOnlyZooKeeperServer.
-            self.close("Refusing session request for not-read-only client")
-            return
-        timeout = min(max(req.timeOut, cfg.min_session_timeout_ms), cfg.max_session_timeout_ms)
-        if req.sessionId == 0:
-            self._become(WAITING)
-            self.session = pipeline.create_session(self, timeout)
-            return
-        session = pipeline.session_for_reconnect(req.sessionId)
-        # ZooKeeper drops the session's current connection before it checks the password
-        # (processConnectRequest: closeSession, then reopenSession), so a wrong password
-        # still disconnects the owner; its client reconnects with the right one.
-        if session is not None and session.cnxn is not None and session.cnxn is not self:
-            session.cnxn.close_after_flush("client reconnecting with this session id")
-            session.cnxn = None
-        passwd = req.passwd or b""
-        if session is None or session.closing or passwd != session_password(req.sessionId):
-            self._refuse_reopen(req.sessionId)
-            return
-        self._become(WAITING)
-        pipeline.reopen(session, timeout, lambda valid: self._reopened(session, timeout, valid))
-
-    def _refuse_reopen(self, session_id: int) -> None:
-        log.info("event=session_reopen_refused session=0x%x remote=%s", session_id, self.remote)
-        if self.transport is None or self._state is CLOSED:
-            return
-        self.transport.write(self._connect_response_bytes(0, 0, bytes(PASSWD_BYTES)))
-        self._close_after_flush = True
-        self._become(CLOSED)
-        self.transport.close()
-
-    def _reopened(self, session, timeout: int, valid: bool) -> None:
-        """The session may be resumed here (on a learner, the leader said so)."""
-        if self._state is not WAITING:
-            return  # the client went away meanwhile
-        if not valid:
-            self._refuse_reopen(session.session_id)
-            return
-        if session.cnxn is not None and session.cnxn is not self:
-            session.cnxn.close_after_flush("client reconnecting with this session id")
-        session.cnxn = self
-        self.pipeline.tracker.set_timeout(session, timeout, self.server.clock.mono_ms())
-        self.session = session
-        self._become(OPEN)
-        self.send(self._connect_response_bytes(session.session_id, timeout,
-                                               session_password(session.session_id)))
-        if self._pending_frames:
-            asyncio.get_running_loop().call_soon(self._drain_pending)
-
-    def connect_response(self, session_id: int, timeout_ms: int) -> bytes:
-        """The reply to our createSession txn once applied: the session is open (unless the
-        client went away meanwhile: then the reply is dropped, as every reply of a closed
-        connection is)."""
-        if self._state is WAITING:
-            self._become(OPEN)
-        if self._pending_frames:
-            asyncio.get_running_loop().call_soon(self._drain_pending)
-        return self._connect_response_bytes(session_id, timeout_ms, session_password(session_id))
-
-    def _connect_response_bytes(self, session_id, timeout_ms, passwd) -> bytes:
-        readonly = self.pipeline.read_only if self._client_readonly_byte else None
-        return frame(r.ConnectResponse(0, timeout_ms, session_id, passwd, readonly).to_bytes())
-
-    def _drain_pending(self) -> None:
-        frames, self._pending_frames = self._pending_frames, []
-        for f in frames:
-            if self._state is not OPEN:
-                return
-            self._on_request(f, self._now_ms())
-        if self._state is OPEN:
-            self._count_received()
 
     def _now_ms(self) -> int:
         return self.server.clock.mono_ms()
