@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from zkcompat import config as zkconfig
-from zkcompat.cli import logfmt
+from zkcompat.cli import logfmt, startup
 from zkcompat.config import zoocfg
 from zkcompat.store.datadir import RecoveryError
 
@@ -64,27 +64,39 @@ def serve(config_path, port, address, data_dir, admin_port, metrics_port, log_le
     except zkconfig.ConfigError as e:
         raise click.ClickException(f"bad configuration: {e}") from None
     move_http_ports(cfg, port)
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
     try:
         import uvloop  # noqa: PLC0415
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    from zkcompat.peer.node import serve as run_server  # noqa: PLC0415
-
-    mode = (f"server {cfg.server_id} of an ensemble of {len(cfg.voters)}" if cfg.is_ensemble
-            else "standalone")
-    click.echo(f"zkcompat listening on {cfg.client_port_address}:{cfg.client_port} "
-               f"({mode}, dataDir {cfg.data_dir})", err=True)
     try:
-        runner(run_server(cfg))
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        runner(_serve_and_announce(cfg))
     except KeyboardInterrupt:
         pass
     except RecoveryError as e:
         raise click.ClickException(f"cannot recover {cfg.data_dir}: {e}") from None
     except OSError as e:
-        raise click.ClickException(f"cannot listen on {cfg.client_port_address}:"
-                                   f"{cfg.client_port}: {e}") from None
+        # One line naming the setting, the cause and what to do (cli/startup.py), else
+        # the OS's own words: an environment that stops start-up is no traceback.
+        raise click.ClickException(startup.explain(e, cfg) or f"cannot start: {e}") from None
+
+
+async def _serve_and_announce(cfg: zkconfig.Config) -> None:
+    """Run the server, and say where it listens once it does: not before, since the bind
+    may still fail."""
+    from zkcompat.peer.node import serve as run_server  # noqa: PLC0415
+
+    ready = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(run_server(cfg, ready))
+    await asyncio.wait({ready, server}, return_when=asyncio.FIRST_COMPLETED)
+    if ready.done():
+        host, port = ready.result()[:2]
+        mode = (f"server {cfg.server_id} of an ensemble of {len(cfg.voters)}"
+                if cfg.is_ensemble else "standalone")
+        click.echo(f"zkcompat listening on {host}:{port} ({mode}, dataDir {cfg.data_dir})",
+                   err=True)
+    await server
 
 
 def http_overrides(admin_port: int | None, metrics_port: int | None) -> dict[str, str]:
