@@ -26,6 +26,11 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
                                 summed over the members; fan-out and idle sessions on the
                                 first one), then the failover rounds (kill -9 of the leader
                                 to the first acknowledged write).
+
+--help, --dry-run and bad arguments install nothing. A real run first says what it lacks
+and then installs it: the virtualenv .venv with zkcompat (pip), and, when it starts Apache
+ZooKeeper, Debian's zookeeper packages and a JDK (scripts/install-zookeeper
+--reference-only, as root or with sudo).
 """
 
 from __future__ import annotations
@@ -62,6 +67,12 @@ QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanou
          "scale_sessions": 10_000, "scale_hold": 8.0, "scale_watches": 50_000,
          "scale_fanout": 10_000, "scale_rounds": 3}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
+# scripts/bench first runs this module with PARSE_ONLY_ENV set, before it installs anything:
+# --help, a usage error (2) and --dry-run end there; a real run exits with one of these,
+# which tell the script what to install (a venv, and the reference ZooKeeper or not).
+PARSE_ONLY_ENV = "ZKCOMPAT_BENCH_PARSE_ONLY"
+EXIT_RUN = 10  # a real run of zkcompat (and --connect targets) only
+EXIT_RUN_WITH_ZOOKEEPER = 11  # a real run that starts Apache ZooKeeper too
 
 
 def parser() -> argparse.ArgumentParser:
@@ -218,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(json.dumps(plan, indent=2))
         return 0
+    if os.environ.get(PARSE_ONLY_ENV):
+        return EXIT_RUN_WITH_ZOOKEEPER if "zookeeper" in args.servers else EXIT_RUN
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zkcompat-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     shape = scenarios.ClientShape(args.processes, args.sessions, args.inflight)

@@ -242,3 +242,98 @@ def test_bad_arguments_are_refused(tmp_path):
     assert _run(directory, "start", "4", ok=False).returncode == 2  # click: 3, 5 or 7
     missing = _run(directory, "status", ok=False)
     assert missing.returncode == 1 and "no ensemble" in missing.stderr
+
+
+# -- --base-port: every port of the ensemble in one known range ------------------------------
+
+BASE_PORT_SPAN = 12  # 3 servers x (client, quorum, election, admin)
+
+
+def _free_range(span: int) -> int:
+    """A port P with P .. P+span-1 all free a moment ago."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + span > 65536:
+            continue
+        try:
+            held = []
+            for port in range(base, base + span):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise AssertionError(f"no {span} consecutive free ports")
+
+
+def _admin(port: int, command: str) -> dict:
+    import urllib.request  # noqa: PLC0415
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/commands/{command}",
+                                timeout=5.0) as reply:
+        return json.loads(reply.read())
+
+
+@pytest.mark.timeout(300)
+def test_base_port_puts_every_port_in_one_range(tmp_path):
+    directory = tmp_path / "ensemble"
+    base = _free_range(BASE_PORT_SPAN)
+    clients = [base, base + 1, base + 2]
+    try:
+        done = _run(directory, "start", "3", "--base-port", str(base))
+        assert done.stdout.strip() == "connect: " + ",".join(f"127.0.0.1:{p}" for p in clients)
+        state = json.loads((directory / "ensemble.json").read_text())["members"]
+        for sid in (1, 2, 3):
+            m = state[str(sid)]
+            want = (base + sid - 1, base + 3 + sid - 1, base + 6 + sid - 1, base + 9 + sid - 1)
+            assert (m["client_port"], m["quorum_port"], m["election_port"],
+                    m["admin_port"]) == want, m
+            cfg = (directory / f"zoo{sid}.cfg").read_text().splitlines()
+            assert f"admin.serverPort={want[3]}" in cfg and "admin.enableServer=true" in cfg
+            for k in (1, 2, 3):
+                assert (f"server.{k}=127.0.0.1:{base + 3 + k - 1}:{base + 6 + k - 1};"
+                        f"127.0.0.1:{base + k - 1}") in cfg, cfg
+            assert _admin(want[3], "ruok")["error"] is None
+            assert _admin(want[3], "conf")["client_port"] == want[0]
+        zk = _client(",".join(f"127.0.0.1:{p}" for p in clients))
+        try:
+            zk.create("/base-port", b"in range")
+        finally:
+            zk.stop()
+            zk.close()
+        _run(directory, "stop")
+        # Started again, it keeps its ports; another --base-port for it is refused.
+        again = _run(directory, "start", "3", "--base-port", str(base + 1), ok=False)
+        assert again.returncode != 0 and f"--base-port {base}" in again.stderr, again.stderr
+    finally:
+        _cleanup(directory)
+
+
+def test_base_port_refuses_a_range_it_cannot_have(tmp_path):
+    directory = tmp_path / "ensemble"
+    base = _free_range(BASE_PORT_SPAN)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 7))  # server.2's election port
+        taken.listen()
+        done = _run(directory, "start", "3", "--base-port", str(base), ok=False)
+    assert done.returncode != 0 and done.stdout == ""
+    assert (f"port {base + 7} (server.2's election port) is in use; choose another "
+            "--base-port") in done.stderr, done.stderr
+    state = ensemble_cmd.load_state(directory)
+    assert state is None or all(m.pid is None for m in state.members.values())
+    done = _run(directory, "start", "3", "--base-port", "65530", ok=False)
+    assert done.returncode == 2 and "65524" in done.stderr, done.stderr  # 65535 - 12 + 1
+
+
+def test_help_says_which_port_each_server_gets():
+    done = subprocess.run([str(SCRIPT), "start", "--help"], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    assert "--base-port" in text and "client P+K-1, quorum P+N+K-1" in text, done.stdout

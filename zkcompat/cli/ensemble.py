@@ -43,6 +43,10 @@ POLL_S = 0.25
 FOUR_LETTER_TIMEOUT_S = 2.0
 # srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
+# Each server has a client, a quorum, an election and an AdminServer port; with --base-port
+# P and N servers, each kind is a run of N ports: clients P.., quorum P+N.., and so on.
+PORTS_PER_SERVER = 4
+PORT_MAX = 65535
 ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +72,7 @@ class Member:
     kind: str = "zkcompat"  # a mixed ensemble (tests) has ZooKeeper servers too
     settings: dict = field(default_factory=dict)  # zoo.cfg keys beyond the defaults
     observer: bool = False  # listens and serves, does not vote (server.N=...:observer)
+    admin_port: int | None = None  # its AdminServer's; None in an ensemble.json from before
 
     @property
     def log_path(self) -> Path:
@@ -270,17 +275,49 @@ def member_kinds(kind: str, size: int) -> list[str]:
     return kinds
 
 
+def base_port_layout(base: int, total: int) -> dict[int, tuple[int, int, int, int]]:
+    """With --base-port P and N servers, server K's (client, quorum, election, admin) ports:
+    P+K-1, P+N+K-1, P+2N+K-1, P+3N+K-1, so each kind is a run of N ports and the ensemble
+    holds exactly P .. P+4N-1."""
+    return {sid: tuple(base + kind * total + sid - 1 for kind in range(PORTS_PER_SERVER))
+            for sid in range(1, total + 1)}
+
+
+def _taken(ports: dict[int, tuple[int, int, int, int]]) -> str | None:
+    """The first port of the layout this machine will not let us bind, named with its role."""
+    roles = ("client", "quorum", "election", "admin")
+    for sid, four in ports.items():
+        for role, port in zip(roles, four, strict=True):
+            with socket.socket() as s:
+                try:
+                    s.bind((HOST, port))
+                except OSError:
+                    return f"port {port} (server.{sid}'s {role} port)"
+    return None
+
+
 def _plan(directory: Path, size: int, kind: str, settings: dict,
-          observers: int = 0) -> Ensemble:
+          observers: int = 0, base_port: int | None = None) -> Ensemble:
     total = size + observers
-    ports = _free_ports(3 * total)
+    if base_port is None:
+        free = _free_ports(PORTS_PER_SERVER * total)
+        ports = {sid: tuple(free[PORTS_PER_SERVER * (sid - 1): PORTS_PER_SERVER * sid])
+                 for sid in range(1, total + 1)}
+    else:
+        ports = base_port_layout(base_port, total)
+        taken = _taken(ports)
+        if taken is not None:
+            raise click.ClickException(f"{taken} is in use; choose another --base-port "
+                                       f"(this ensemble needs {base_port}.."
+                                       f"{base_port + PORTS_PER_SERVER * total - 1})")
     ensemble = Ensemble(kind)
     for sid, member_kind in enumerate(member_kinds(kind, total), start=1):
-        client, quorum, election = ports[3 * (sid - 1): 3 * sid]
+        client, quorum, election, admin = ports[sid]
         ensemble.members[sid] = Member(sid, client, quorum, election,
                                        cfg=str(directory / f"zoo{sid}.cfg"),
                                        data_dir=str(directory / str(sid)), kind=member_kind,
-                                       settings=dict(settings), observer=sid > size)
+                                       settings=dict(settings), observer=sid > size,
+                                       admin_port=admin)
     return ensemble
 
 
@@ -295,8 +332,12 @@ def _settings(pairs: tuple[str, ...]) -> dict:
 
 
 def _cfg_text(ensemble: Ensemble, member: Member) -> str:
+    admin = ({} if member.admin_port is None else
+             {"admin.enableServer": "true", "admin.serverAddress": HOST,
+              "admin.serverPort": member.admin_port})
     settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
-                "clientPort": member.client_port, "clientPortAddress": HOST, **member.settings}
+                "clientPort": member.client_port, "clientPortAddress": HOST, **admin,
+                **member.settings}
     if member.observer:
         settings["peerType"] = "observer"
     for m in ensemble.members.values():
@@ -340,11 +381,11 @@ def _spawn(kind: str, member: Member) -> int:
 
 
 def _prepare(directory: Path, size: int, kind: str, settings: dict,
-             observers: int = 0) -> Ensemble:
+             observers: int = 0, base_port: int | None = None) -> Ensemble:
     """A new ensemble in directory, or the stopped one there again (same ports and data)."""
     old = load_state(directory)
     if old is None:
-        return _plan(directory, size, kind, settings, observers)
+        return _plan(directory, size, kind, settings, observers, base_port)
     running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
     if running:
         raise click.ClickException(f"{directory} already runs server.{running[0]}; "
@@ -352,6 +393,11 @@ def _prepare(directory: Path, size: int, kind: str, settings: dict,
     if (len(old.members), old.kind) != (size + observers, kind):
         raise click.ClickException(f"{directory} holds a {len(old.members)}-server {old.kind} "
                                    "ensemble; remove it or use another --dir")
+    first = old.members[min(old.members)]
+    if base_port is not None and base_port != first.client_port:
+        raise click.ClickException(f"{directory} holds an ensemble on the ports of "
+                                   f"--base-port {first.client_port}, which it keeps; start it "
+                                   "without --base-port, or remove it or use another --dir")
     return old
 
 
@@ -399,12 +445,27 @@ def ensemble() -> None:
               help="KEY=VALUE: a zoo.cfg setting for every server (tests).")
 @click.option("--observers", type=click.IntRange(0, 7), default=0, hidden=True,
               help="Observers to add after the SIZE voters (server.SIZE+1, ...).")
+@click.option("--base-port", type=click.IntRange(1, PORT_MAX), metavar="P",
+              help="Put every port in P .. P+4N-1 (N servers): server K gets client P+K-1, "
+              "quorum P+N+K-1, election P+2N+K-1, admin P+3N+K-1.  [default: free ports "
+              "the system picks]")
 def start(size: str, directory: Path, kind: str, timeout_s: float,
-          settings: tuple[str, ...], observers: int) -> None:
-    """Start SIZE servers; print `connect: ...` once every one serves."""
+          settings: tuple[str, ...], observers: int, base_port: int | None) -> None:
+    """Start SIZE servers; print `connect: ...` once every one serves.
+
+    Each server has a client, a quorum, an election and an AdminServer port
+    (127.0.0.1:PORT/commands), all on 127.0.0.1. With --base-port P they are the 4N ports
+    from P (N = SIZE): for 3 servers and P = 12000, clients 12000-12002, quorum
+    12003-12005, election 12006-12008, AdminServers 12009-12011. A stopped ensemble starts
+    again on the ports it had."""
+    total = int(size) + observers
+    if base_port is not None and base_port + PORTS_PER_SERVER * total - 1 > PORT_MAX:
+        raise click.BadParameter(
+            f"{base_port}: {total} servers need {PORTS_PER_SERVER * total} ports from it; at "
+            f"most {PORT_MAX - PORTS_PER_SERVER * total + 1}", param_hint="'--base-port'")
     directory = _absolute(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ens = _prepare(directory, int(size), kind, _settings(settings), observers)
+    ens = _prepare(directory, int(size), kind, _settings(settings), observers, base_port)
     _write_files(ens)
     for m in ens.members.values():
         m.pid = _spawn(m.kind, m)

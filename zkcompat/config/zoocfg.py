@@ -8,6 +8,7 @@ that names the key. Defaults are ZooKeeper's, except where a standalone zkcompat
 ZooKeeper leaves unset (dataDir: ./data).
 """
 
+import difflib
 import logging
 import os
 from collections.abc import Mapping
@@ -51,6 +52,9 @@ PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetrics
 DEFAULT_METRICS_PROVIDER = "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
 METRICS_HTTP_PORT_DEFAULT = 7000  # PrometheusMetricsProvider's httpPort
 METRICS_HTTP_HOST_DEFAULT = "127.0.0.1"  # ZooKeeper's is 0.0.0.0, as for the AdminServer
+# How like a known key an unknown one must be to be named as its likely spelling
+# (difflib's ratio: tickTme/tickTime 0.93; noSuchSetting/any key at most 0.49).
+DID_YOU_MEAN_CUTOFF = 0.8
 
 
 @dataclass
@@ -330,7 +334,9 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
             values[name] = conv(key, value)
         elif (config_status.lookup(key) is None and not key.startswith("server.")
               and not security_key(key) and client_limits.limit_key(key) is None):
-            log.warning("event=config_unknown_key key=%s", key)
+            hint = _did_you_mean(key)
+            log.warning("event=config_unknown_key key=%s%s", key,
+                        f" did_you_mean={hint}" if hint else "")
         if config_status.not_implemented(key, value):
             not_implemented.append(key)
     for key, value in jvm.settings.items():
@@ -359,6 +365,14 @@ def _conf_dir(path: Path | None, environ: Mapping[str, str]) -> Path | None:
     if environ.get(sysprops.CONF_DIR_ENV):
         return Path(environ[sysprops.CONF_DIR_ENV])
     return Path(path).parent if path is not None else None
+
+
+def _did_you_mean(key: str) -> str | None:
+    """The known key an unknown one resembles (tickTme: tickTime), case aside; None if none
+    is close. ZooKeeper says nothing of a misspelt key; it is still ignored here."""
+    known = {k.lower(): k for k in (*_KEYS, *config_status.BY_KEY, *client_limits.KEYS)}
+    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+    return known[close[0]] if close else None
 
 
 def _limits(props: Mapping[str, str]) -> client_limits.LimitSettings:
