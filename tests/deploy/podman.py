@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -23,6 +24,7 @@ PODMAN = ("podman", "--runtime", "runc")
 BUILD_TIMEOUT_S = 1500.0
 PODMAN_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 3000
+K8S_PROBE_TIMEOUT_DEFAULT_S = 1  # a probe's timeoutSeconds when unset (Kubernetes API)
 
 
 def podman(*args: str, timeout: float = PODMAN_TIMEOUT_S, check: bool = True,
@@ -81,6 +83,40 @@ def statefulset_container() -> dict:
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     (spec,) = sts["spec"]["template"]["spec"]["containers"]
     return spec
+
+
+@dataclass
+class Probe:
+    passed: bool
+    detail: str
+    seconds: float = 0.0
+
+
+def healthcheck(name: str) -> Probe:
+    """The image's HEALTHCHECK, run by podman as its timer would."""
+    started = time.monotonic()
+    done = podman("healthcheck", "run", name, check=False, timeout=60)
+    return Probe(done.returncode == 0, (done.stdout + done.stderr).strip(),
+                 time.monotonic() - started)
+
+
+def statefulset_probes(name: str) -> dict[str, Probe]:
+    """The StatefulSet's exec probes (readiness, liveness) run in container `name`, as the
+    kubelet runs them; one that outlasts its timeoutSeconds fails, as there."""
+    results = {}
+    for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+        probe = statefulset_container().get(kind)
+        if probe is None:
+            continue
+        timeout_s = probe.get("timeoutSeconds", K8S_PROBE_TIMEOUT_DEFAULT_S)
+        started = time.monotonic()
+        done = podman("exec", name, *probe["exec"]["command"], check=False, timeout=60)
+        seconds = time.monotonic() - started
+        detail = (done.stdout + done.stderr).strip()
+        if seconds > timeout_s:  # podman exec's own start-up counts against it here
+            detail += f" (took {seconds:.1f}s, timeoutSeconds {timeout_s})"
+        results[kind] = Probe(done.returncode == 0 and seconds <= timeout_s, detail, seconds)
+    return results
 
 
 def free_ports(addresses: Sequence[str], count: int) -> list[int]:
