@@ -2,6 +2,7 @@
 # volumes, ports and user; zoo.cfg and myid written on first start (zkcompat.cli.container).
 #   docker build -t zkcompat .
 #   docker build --build-arg BASE_IMAGE=my-registry/python:3.11-slim -t zkcompat .
+#   scripts/build-image       podman, with a Debian base made locally (no registry needed)
 # A base that already has zkcompat's dependencies: --build-arg INSTALL_DEPENDENCIES=no.
 # Every step runs Python in exec form, so the base needs Python 3.11+ and nothing else.
 ARG BASE_IMAGE=python:3.11-slim
@@ -35,6 +36,10 @@ WORKDIR /data
 VOLUME ["/data", "/datalog", "/logs"]
 EXPOSE 2181 2888 3888 8080
 
+# Python as PID 1 ignores SIGTERM, for which zkcompat installs no handler (the kernel drops
+# a signal PID 1 has not claimed), so `docker stop` waited out its timeout and killed it.
+# SIGINT has Python's own handler: `zkcompat serve` stops cleanly on KeyboardInterrupt.
+STOPSIGNAL SIGINT
 # Healthy while the server runs, serving or waiting for a quorum (ruok answers imok either
 # way, as ZooKeeper's does), so a member started before its peers is not reported unhealthy.
 HEALTHCHECK --interval=10s --timeout=6s --start-period=5s --retries=3 \
