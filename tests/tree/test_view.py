@@ -5,14 +5,12 @@ between the writer's chunks and slice points, as the leader's loop interleaves t
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.server.test_prep_digest import SESSIONS, WORLD, Leader, _request
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.tree import snapstream
 from zkcompat.tree.snapstream import SnapReader, snap_stream_chunks
 from zkcompat.tree.view import TreeView
 
@@ -25,9 +23,7 @@ def _write(leader: Leader, data, count: int) -> None:
     leader.apply(len(leader.outstanding))
 
 
-@pytest.fixture(autouse=True)
-def small_slices(monkeypatch):
-    monkeypatch.setattr(snapstream, "SLICE_NODES", 2)
+SLICE = 2  # a slice point every two nodes, so a small tree has many
 
 
 @SETTINGS
@@ -40,7 +36,7 @@ def test_a_view_streams_the_tree_as_it_was_whatever_applies_meanwhile(data):
     view = TreeView(tree)
     got = []
     changed = 0
-    for chunk in snap_stream_chunks(tree, chunk_bytes=64, view=view):
+    for chunk in snap_stream_chunks(tree, chunk_bytes=64, view=view, slice_nodes=SLICE):
         got.append(chunk)
         if data.draw(st.integers(0, 2)) == 0:
             before = tree.last_processed_zxid
@@ -62,7 +58,7 @@ def test_the_writer_yields_slice_points_and_the_view_keeps_only_changed_nodes():
     tree = leader.tree
     expected = b"".join(snap_stream_chunks(tree))
     view = TreeView(tree)
-    chunks = snap_stream_chunks(tree, view=view)
+    chunks = snap_stream_chunks(tree, view=view, slice_nodes=SLICE)
     assert next(chunks) == b""  # a slice point before any byte: the loop may run here
     for i in range(5):
         leader.submit(SESSIONS[0], *_set(f"/n{i}"))
@@ -98,7 +94,7 @@ def test_a_quota_stats_node_is_seen_as_it_was():
     assert tree.quota_paths == {"/q"}
     expected = b"".join(snap_stream_chunks(tree))
     view = TreeView(tree)
-    chunks = snap_stream_chunks(tree, view=view)
+    chunks = snap_stream_chunks(tree, view=view, slice_nodes=SLICE)
     next(chunks)
     leader.submit(SESSIONS[0], *_create("/q/b"))
     leader.submit(SESSIONS[0], *_set("/q/a"))
