@@ -112,14 +112,27 @@ def _digests_agree(ensemble, sid: int) -> None:
     else:
         text = ensemble.log_since(sid)
         at = text.find("First digest mismatch")
-        # The txn it names, and what the learner did just before, say which sync it was.
-        assert at < 0, text[max(0, text.rfind("\n", 0, max(0, at - 6000))):at + 2000]
+        assert at < 0, _mismatch_report(text, at)
         own = _own_snapshot_mismatch(text)
     port = ensemble.member(sid).client_port
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"mntr")
         out = b"".join(iter(lambda: s.recv(4096), b""))
     assert f"zk_digest_mismatches_count\t{own}\n" in out.decode(), (kind, out.decode())
+
+
+def _mismatch_report(log: str, at: int) -> str:
+    """The mismatch line first (a CI report may keep only the head of the message), then
+    what the learner did about sync before it, which says whether a DIFF, a SNAP or a
+    proposal after them brought the txn, then the log around it."""
+    end = log.find("\n", at)
+    line = log[at:end if end >= 0 else len(log)]
+    sync_words = ("DIFF", "SNAP", "TRUNC", "snapshot", "NEWLEADER", "UPTODATE", "Learner",
+                  "leader", "zxid", "Reading", "loaded")
+    before = [ln for ln in log[:at].splitlines() if any(w in ln for w in sync_words)][-40:]
+    return "\n".join([line, "--- sync lines before it ---", *before,
+                      "--- the log around it ---",
+                      log[max(0, at - 3000):at + 2000]])
 
 
 def _own_snapshot_mismatch(log: str) -> int:
