@@ -23,6 +23,7 @@ from zkcompat.security.sasl import SaslAuthenticator
 from zkcompat.security.unified import UnifiedClientPort
 from zkcompat.server.admin import Admin
 from zkcompat.server.adminhttp import AdminHttp, admin_app
+from zkcompat.server.clock import SYSTEM_CLOCK, clock_for
 from zkcompat.server.connection import Connection, ConnState
 from zkcompat.server.context import ServerContext
 from zkcompat.server.expirer import run_expirer
@@ -67,7 +68,11 @@ def _build(config: Config) -> ServerContext:
     gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
     snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,
                               purge=config.purge_interval_hours > 0)
-    ctx = ServerContext(config, None, datadir, snapshotter, tree)
+    clock = clock_for(config.server_id)
+    if clock is not SYSTEM_CLOCK:
+        log.warning("event=test_hook_enabled hook=wall_clock_offset file=%s",
+                    clock.offset_file)
+    ctx = ServerContext(config, None, datadir, snapshotter, tree, clock=clock)
     ctx.admin = Admin(ctx)
     ctx.stats.log = datadir.txnlog  # fsynctime, group-commit batch size
     return ctx
