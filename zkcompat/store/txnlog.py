@@ -183,7 +183,10 @@ class TxnLog:
         stats["write_ms"] += write_ms
         self.recent_writes.append((write_ms, count))
         if write_ms > FSYNC_WARNING_THRESHOLD_MS:
-            stats["slow_writes"] += 1
+            stats["slow_writes"] += 1  # as FileTxnLog.commit, which warns each time
+            log.warning("event=slow_txn_log_sync write_ms=%.0f txns=%d threshold_ms=%.0f "
+                        "hint=\"the dataDir's disk is slow; every write waits for it\"",
+                        write_ms, count, FSYNC_WARNING_THRESHOLD_MS)
         if self._waiters:
             done = [w for w in self._waiters if w[0] <= last]
             self._waiters = [w for w in self._waiters if w[0] > last]
