@@ -14,6 +14,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from bench import failover, wire
@@ -30,6 +31,9 @@ PARENTS_MAX = 5_000
 GROUPS = 32  # the top level under the root: /scale/g00 ... /scale/g31
 DEEP_EVERY = 10  # one parent in ten lies at the end of a deep chain
 DEEP_LEVELS = 5  # /scale/g07/d0/d1/d2/d3/d4/p00017: 8 levels down
+# Data is random, from a pool of this many values used in turn: more than a LevelDB block
+# or a snappy fragment (64 KiB) holds, so neither server's disk writes of it compress.
+DATA_POOL = 256
 # ZooKeeper's heap: what a DataNode with its data, path and Stat takes (about data + 300 B
 # per znode), doubled for G1's headroom, on a base for the server itself; never below the
 # 1 GB the rest of the bench gives it.
@@ -41,7 +45,14 @@ READ_INTERVAL_S = 0.002  # the reader's pause between reads: a small load, ~500 
 READER_BASELINE_S = 2.0  # the leader's read latency with nothing else going on, first
 SERVE_TIMEOUT_S = 900.0  # a wiped follower fetching a gigabyte, on a busy box
 COUNT_TIMEOUT_S = 30.0  # a follower that serves has every committed znode soon after
+# zkcompat's own log lines: the leader's SNAP stream, a learner's sync when it serves
 SNAP_SENT = re.compile(r"event=snap_sent .*seconds=([0-9.]+)")
+SERVING_SYNC = re.compile(r"event=serving mode=follower .*sync_ms=([0-9]+)")
+# ZooKeeper's follower (Learner.syncWithLeader): from the SNAP's arrival to the snapshot
+# it writes of it, the last step before it acknowledges NEWLEADER
+ZK_SNAP_SYNC = re.compile(r"^(\S+ \S+) .*Getting a snapshot from leader.*?\n"
+                          r"(?:.*\n)*?(\S+ \S+) .*Snapshot taken in", re.MULTILINE)
+LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"
 
 
 @dataclass
@@ -69,13 +80,16 @@ class EnsembleScaleSizes:
 class TreeWorkload(Workload):
     """Creates of `data_bytes` spread round robin over `parents` parents, under GROUPS
     groups, one parent in DEEP_EVERY at the end of a chain DEEP_LEVELS deeper; the parents
-    hold `data_bytes` too, so a reader of them reads what a client of the leaves would."""
+    hold `data_bytes` too, so a reader of them reads what a client of the leaves would. The
+    data is random (DATA_POOL values), as incompressible for one server as the other."""
 
     name = "tree"
 
     def __init__(self, root: str, parents: int, data_bytes: int = DATA_BYTES) -> None:
         super().__init__(root, data_bytes)
         self.parents = [self._parent(i) for i in range(parents)]
+        rng = random.Random(27)
+        self.pool = [rng.randbytes(data_bytes) for _ in range(DATA_POOL)]
 
     def describe(self) -> str:
         return f"create ({len(self.data)} B) under {len(self.parents):,} parents"
@@ -96,19 +110,20 @@ class TreeWorkload(Workload):
             for i in range(1, len(parts) + 1):
                 paths[self.root + "/" + "/".join(parts[:i])] = None
         errs = session.call_many(
-            (OpCode.CREATE, r.CreateRequest(p, self.data if p in parents else b"",
+            (OpCode.CREATE, r.CreateRequest(p, self.pool[0] if p in parents else b"",
                                             wire.OPEN_ACL, 0)) for p in paths)
         bad = [(p, e) for p, e in zip(paths, errs, strict=True) if e]
         if bad:
             raise wire.WireError(f"creating {len(bad):,} parents failed, first {bad[0]}")
 
     def requests(self, slot):
-        parents, data, acl = self.parents, self.data, wire.OPEN_ACL
+        parents, pool, acl = self.parents, self.pool, wire.OPEN_ACL
         start = slot.process * 7919 + slot.session * 104_729  # sessions start apart
         seq = 0
         while True:
             parent = parents[(start + seq) % len(parents)]
-            yield OpCode.CREATE, r.CreateRequest(f"{parent}/{slot.tag}-{seq:08d}", data, acl, 0)
+            yield OpCode.CREATE, r.CreateRequest(f"{parent}/{slot.tag}-{seq:08d}",
+                                                 pool[seq % DATA_POOL], acl, 0)
             seq += 1
 
 
@@ -198,14 +213,31 @@ def _rejoin_until_serving(follower: ManagedServer, leader: ManagedServer, probe:
     return spawned, serving, serving - spawned
 
 
-def _snap_stream_s(leader: ManagedServer) -> float | None:
-    """zkcompat only: how long the leader streamed its last SNAP, from its log."""
+def _from_log(server: ManagedServer, pattern: re.Pattern) -> float | None:
+    """zkcompat only: the number in the last line of the server's log that matches."""
+    if server.kind != "zkcompat":
+        return None
     try:
-        text = (leader.workdir / f"{leader.kind}.out").read_text(errors="replace")
+        text = (server.workdir / f"{server.kind}.out").read_text(errors="replace")
     except OSError:
         return None
-    found = SNAP_SENT.findall(text)
+    found = pattern.findall(text)
     return float(found[-1]) if found else None
+
+
+def _zookeeper_snap_sync_s(follower: ManagedServer) -> float | None:
+    """ZooKeeper only: the seconds of its last SNAP's sync, from its log; else None."""
+    if follower.kind != "zookeeper":
+        return None
+    try:
+        text = (follower.workdir / "zookeeper.log").read_text(errors="replace")
+    except OSError:
+        return None
+    found = ZK_SNAP_SYNC.findall(text)
+    if not found:
+        return None
+    got, taken = (datetime.strptime(t, LOG_TIME) for t in found[-1])
+    return (taken - got).total_seconds()
 
 
 def _load(ensemble: ManagedEnsemble, wl: TreeWorkload, sizes: EnsembleScaleSizes,
@@ -286,7 +318,9 @@ def _rejoin(ensemble: ManagedEnsemble, wl: TreeWorkload,
     during = reader.window(spawned, serving)
     time.sleep(RSS_SETTLE_S)
     rss = follower.rss_bytes()
-    stream_s = _snap_stream_s(leader) if ensemble.kind == "zkcompat" else None
+    stream_s = _from_log(leader, SNAP_SENT)
+    sync_ms = _from_log(follower, SERVING_SYNC)
+    sync_s = sync_ms / 1000 if sync_ms is not None else _zookeeper_snap_sync_s(follower)
     log(f"  rejoin on {ensemble.kind}: wiped follower {follower.myid} serves after "
         f"{seconds:.2f} s ({data_size / MB / seconds:,.1f} MB/s of tree data), leader getData "
         f"p99 {_pct(during, 0.99) or float('nan'):.2f} ms over {len(during):,} reads "
@@ -296,6 +330,9 @@ def _rejoin(ensemble: ManagedEnsemble, wl: TreeWorkload,
         ("tree data + paths sent (approximate_data_size, MB)", "{:,.1f}", data_size / MB),
         ("MB/s: that data over the time until it serves", "{:,.1f}", data_size / MB / seconds),
         ("SNAP streaming on the leader, its log (s)", "{:.2f}", stream_s),
+        ("MB/s: that data over the streaming time", "{:,.1f}",
+         data_size / MB / stream_s if stream_s else None),
+        ("the follower's sync, SNAP installed, its log (s)", "{:.2f}", sync_s),
         ("leader getData p99 before the rejoin (ms)", "{:.2f}", _pct(before, 0.99)),
         ("leader getData p50 during the rejoin (ms)", "{:.2f}", _pct(during, 0.5)),
         ("leader getData p99 during the rejoin (ms)", "{:.2f}", _pct(during, 0.99)),

@@ -244,7 +244,7 @@ def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
            if r["section"].startswith("ensemble scale")}
     jvm_only = {"ZooKeeper heap given per server (MB)",
                 "JVM live heap per znode, leader, after a full GC (B)"}
-    assert len(got) == 26
+    assert len(got) == 28
     missing = [m for m, v in got.items() if m not in jvm_only and v is None]
     assert not missing
     assert got["creates per second"] > 0 and got["create latency p99 (ms)"] > 0
@@ -256,6 +256,7 @@ def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
     assert got["until the wiped follower serves (s)"] > 0
     assert got["MB/s: that data over the time until it serves"] > 0
     assert got["SNAP streaming on the leader, its log (s)"] >= 0
+    assert got["the follower's sync, SNAP installed, its log (s)"] > 0
     assert got["leader getData reads during the rejoin"] > 0
     assert got["leader getData p99 during the rejoin (ms)"] > 0
     restart, rejoin = [r["values"]["zkcompat"] for r in rows
