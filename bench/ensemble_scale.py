@@ -34,9 +34,9 @@ DEEP_LEVELS = 5  # /scale/g07/d0/d1/d2/d3/d4/p00017: 8 levels down
 # Data is random, from a pool of this many values used in turn: more than a LevelDB block
 # or a snappy fragment (64 KiB) holds, so neither server's disk writes of it compress.
 DATA_POOL = 256
-# ZooKeeper's heap: what a DataNode with its data, path and Stat takes (about data + 300 B
-# per znode), doubled for G1's headroom, on a base for the server itself; never below the
-# 1 GB the rest of the bench gives it.
+# ZooKeeper's heap: what a DataNode with its data, path and Stat takes (its leader's live
+# heap was data + 380 B per znode of 1 KB at 100,000), doubled for G1's headroom, on a base
+# for the server itself; never below the 1 GB the rest of the bench gives it.
 HEAP_BASE_MB = 512
 HEAP_OVERHEAD_PER_ZNODE_B = 512
 HEAP_HEADROOM = 2
