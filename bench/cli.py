@@ -14,10 +14,19 @@ ping latency), RSS per znode for N znodes (unless recovery already reports it), 
 getData watches (100 sessions x 5,000 nodes: time, CPU, RSS per watch), and one setData
 watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales them down.
 
+--scale-ensemble adds the ensemble scale suite: a 3-server ensemble of each kind in turn is
+loaded with N znodes of 1 KB (full 1,000,000, quick 100,000) under thousands of parents,
+some deep, through the client API (creates per second, RSS per server and per znode); then
+one follower restarts on its own data (until it serves), and one is wiped and rejoins by a
+SNAP (until it serves, MB/s, the leader's getData p99 meanwhile). ZooKeeper gets a heap
+sized from N, printed with the figures.
+
   scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
   scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
   scripts/bench --scale --workloads '' --fanout 0 --idle 0 --no-recovery
                                 the scale checks alone (about 6 minutes)
+  scripts/bench --scale-ensemble --scale-znodes 100000 --workloads '' --fanout 0 --idle 0 \
+      --no-recovery             the ensemble scale suite alone, 100,000 znodes
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
@@ -46,7 +55,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import failover, report, scale, scenarios, sessions
+from bench import ensemble_scale, failover, report, scale, scenarios, sessions
 from bench.servers import (
     ENSEMBLE_KINDS,
     ENSEMBLE_SIZES,
@@ -61,11 +70,11 @@ KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,
         "fanout_rounds": 20, "server_warmup": 15.0,
         "scale_sessions": 10_000, "scale_hold": 20.0, "scale_watches": 500_000,
-        "scale_fanout": 10_000, "scale_rounds": 5}
+        "scale_fanout": 10_000, "scale_rounds": 5, "scale_znodes": 1_000_000}
 QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5,
          "server_warmup": 4.0,
          "scale_sessions": 10_000, "scale_hold": 8.0, "scale_watches": 50_000,
-         "scale_fanout": 10_000, "scale_rounds": 3}
+         "scale_fanout": 10_000, "scale_rounds": 3, "scale_znodes": 100_000}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 # scripts/bench first runs this module with PARSE_ONLY_ENV set, before it installs anything:
 # --help, a usage error (2) and --dry-run end there; a real run exits with one of these,
@@ -119,6 +128,23 @@ def parser() -> argparse.ArgumentParser:
                    "0 to skip)")
     p.add_argument("--scale-rounds", type=int, help="scale: setData rounds of the fan-out "
                    "(full 5, quick 3)")
+    p.add_argument("--scale-ensemble", action="store_true",
+                   help="also run the ensemble scale suite (load N znodes of 1 KB, restart a "
+                   "follower, wipe one and let it rejoin) on an ensemble of each kind; off by "
+                   "default")
+    p.add_argument("--scale-znodes", type=int, metavar="N",
+                   help="ensemble scale: znodes loaded (full 1,000,000, quick 100,000)")
+    p.add_argument("--scale-data-bytes", type=int, default=ensemble_scale.DATA_BYTES,
+                   metavar="B", help="ensemble scale: data per znode (default %(default)s)")
+    p.add_argument("--scale-parents", type=int, metavar="N",
+                   help="ensemble scale: parents the znodes spread over (default one per "
+                   f"{ensemble_scale.ZNODES_PER_PARENT} znodes, at most "
+                   f"{ensemble_scale.PARENTS_MAX:,})")
+    p.add_argument("--scale-ensemble-servers", type=int, default=3, metavar="N",
+                   help="ensemble scale: servers per ensemble (3, 5 or 7; default %(default)s)")
+    p.add_argument("--scale-heap-mb", type=int, metavar="MB",
+                   help="ensemble scale: ZooKeeper's -Xmx per server (default sized from "
+                   "--scale-znodes, at least 1,024)")
     p.add_argument("--znodes", type=int, help="znodes for recovery and for --scale's RSS per "
                    "znode (full 1,000,000, quick 100,000)")
     p.add_argument("--duration", type=float, help="seconds per throughput run (full 15)")
@@ -180,6 +206,17 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
                 "--scale-hold must be positive and --scale-rounds at least 1")
     if args.scale and not args.servers:
         p.error("--scale needs servers this run starts (--servers)")
+    if args.scale_ensemble:
+        if not args.servers:
+            p.error("--scale-ensemble needs servers this run starts (--servers)")
+        if args.scale_ensemble_servers not in ENSEMBLE_SIZES:
+            p.error(f"--scale-ensemble-servers: an ensemble here has "
+                    f"{', '.join(map(str, ENSEMBLE_SIZES))} servers")
+        if args.scale_znodes < 1 or args.scale_data_bytes < 0 \
+                or (args.scale_parents is not None and args.scale_parents < 1) \
+                or (args.scale_heap_mb is not None and args.scale_heap_mb < 64):
+            p.error("--scale-znodes and --scale-parents must be at least 1, "
+                    "--scale-data-bytes not negative, --scale-heap-mb at least 64")
     if args.ensemble != 1:
         if args.ensemble not in ENSEMBLE_SIZES:
             p.error(f"--ensemble: {args.ensemble} servers; an ensemble here has "
@@ -216,11 +253,23 @@ def plan_of(args: argparse.Namespace) -> dict:
             "znodes": None if not args.no_recovery else args.znodes,
             "watches": args.scale_watches, "fanout": args.scale_fanout,
             "fanout_rounds": args.scale_rounds},
+        "scale_ensemble": None if not args.scale_ensemble else {
+            "servers": args.scale_ensemble_servers, "znodes": args.scale_znodes,
+            "data_bytes": args.scale_data_bytes,
+            "parents": _ensemble_sizes(args).parent_count,
+            "zookeeper_heap_mb": _ensemble_sizes(args).zookeeper_heap_mb},
         "server_warmup_s": args.server_warmup,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
                     "inflight": args.inflight},
     }
+
+
+def _ensemble_sizes(args: argparse.Namespace) -> ensemble_scale.EnsembleScaleSizes:
+    return ensemble_scale.EnsembleScaleSizes(
+        znodes=args.scale_znodes, data_bytes=args.scale_data_bytes,
+        parents=args.scale_parents, servers=args.scale_ensemble_servers,
+        heap_mb=args.scale_heap_mb)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                 processes=args.processes)
             rows += scale.run(args.servers, workdir / "scale", sizes, shape, log=_log,
                               failures=scale_failures)
+        if plan["scale_ensemble"]:
+            rows += ensemble_scale.run(args.servers, workdir / "scale-ensemble",
+                                       _ensemble_sizes(args), shape, log=_log,
+                                       failures=scale_failures)
         if plan["recovery"]:
             print(f"recovery: {args.znodes:,} znodes", flush=True)
             servers = [ManagedServer(k, workdir / "recovery" / k) for k in args.servers]
@@ -307,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
           "which they share): " + ("none" if not saturated else ""))
     for line in saturated:
         print(f"  {line}")
-    if plan["scale"]:
+    if plan["scale"] or plan["scale_ensemble"]:
         print("\nscale checks that failed: " + ("none" if not scale_failures else ""))
         for line in scale_failures:
             print(f"  {line}")

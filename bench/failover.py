@@ -9,10 +9,10 @@ succeeds, then the old leader is started again and the ensemble waits until it s
 from __future__ import annotations
 
 import signal
-import socket
 import statistics
 import time
 
+from bench import wire
 from bench.scenarios import Row
 from bench.servers import HOST, ManagedEnsemble
 
@@ -24,22 +24,14 @@ FOUR_LETTER_TIMEOUT_S = 2.0
 
 def server_mode(port: int) -> str | None:
     """Mode from `srvr`, or None if the server does not answer."""
-    try:
-        with socket.create_connection((HOST, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
-            s.sendall(b"srvr")
-            s.settimeout(FOUR_LETTER_TIMEOUT_S)
-            out = b""
-            while chunk := s.recv(4096):
-                out += chunk
-    except OSError:
-        return None
-    for line in out.decode("utf-8", "replace").splitlines():
+    out = wire.four_letter_word(HOST, port, "srvr", FOUR_LETTER_TIMEOUT_S) or ""
+    for line in out.splitlines():
         if line.startswith("Mode: "):
             return line.removeprefix("Mode: ").strip()
     return None
 
 
-def _leader(ensemble: ManagedEnsemble, limit_s: float = FAILOVER_LIMIT_S):
+def find_leader(ensemble: ManagedEnsemble, limit_s: float = FAILOVER_LIMIT_S):
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         for m in ensemble.members:
@@ -54,7 +46,7 @@ def one_round(ensemble: ManagedEnsemble) -> float:
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
-    leader = _leader(ensemble)
+    leader = find_leader(ensemble)
     others = ",".join(f"{HOST}:{m.port}" for m in ensemble.members if m is not leader)
     zk = KazooClient(hosts=others, timeout=10.0)
     zk.start(timeout=30)

@@ -5,7 +5,7 @@ that the run only talks to.
 Both managed kinds get the same zoo.cfg: forceSync=yes, the same snapCount and tickTime,
 no per-address connection limit; an ensemble's members also get the same server.N lines,
 initLimit and syncLimit, and each its myid. ZooKeeper's heap is capped at ZOOKEEPER_HEAP_MAX
-per server. All inherit this process's open-file limit, raised to the hard limit before
+per server unless the run gives it another (`jvm_heap`, for data that would not fit). All inherit this process's open-file limit, raised to the hard limit before
 they start. Processes are ended by their PID only. That zoo.cfg and ZooKeeper's classpath
 come from zkcompat.cli.launch, which `zkcompat ensemble` starts its servers with too.
 """
@@ -124,6 +124,7 @@ class ManagedServer:
     port: int = field(default_factory=free_port)
     popen: subprocess.Popen | None = None
     myid: int | None = None  # an ensemble member's id (its myid file); None: standalone
+    jvm_heap: str = ZOOKEEPER_HEAP_MAX  # ZooKeeper's -Xmx flag; zkcompat ignores it
 
     @property
     def data_dir(self) -> Path:
@@ -156,7 +157,7 @@ class ManagedServer:
             log4j = self.workdir / "log4j.properties"
             log4j.write_text(_LOG4J.format(log=self.workdir / "zookeeper.log"))
             main = ZOOKEEPER_MAIN if self.myid is None else ZOOKEEPER_QUORUM_MAIN
-            return ["java", ZOOKEEPER_HEAP_MAX, f"-Dlog4j.configuration=file:{log4j}",
+            return ["java", self.jvm_heap, f"-Dlog4j.configuration=file:{log4j}",
                     "-Dzookeeper.jmx.log4j.disable=true", "-cp", zookeeper_classpath(),
                     main, str(cfg)], env
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH"))
@@ -202,6 +203,12 @@ class ManagedServer:
                 self.kill()
         if self.popen is not None:
             _running.pop(self.popen.pid, None)
+
+    def wipe(self) -> None:
+        """Delete a stopped server's dataDir: it next starts empty (its myid is written
+        again), as a replaced disk would, and has to fetch the whole tree."""
+        assert not self.alive(), f"{self.kind} is running"
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def kill(self) -> None:
         if self.alive():
@@ -253,6 +260,7 @@ class ManagedEnsemble:
     kind: str
     workdir: Path
     size: int
+    jvm_heap: str = ZOOKEEPER_HEAP_MAX  # each ZooKeeper member's -Xmx flag
     members: list[ManagedServer] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -265,7 +273,8 @@ class ManagedEnsemble:
                   for i, (_, peer, election) in enumerate(ports, 1)}
         self.members = [
             ManagedServer(self.kind, self.workdir / f"{self.kind}{i}",
-                          extra_cfg={**ENSEMBLE_CFG, **quorum}, port=client, myid=i)
+                          extra_cfg={**ENSEMBLE_CFG, **quorum}, port=client, myid=i,
+                          jvm_heap=self.jvm_heap)
             for i, (client, _, _) in enumerate(ports, 1)]
 
     def target(self) -> Target:

@@ -84,6 +84,33 @@ class SyncSession:
             if xid not in (NOTIFICATION_XID, PING_XID):
                 raise WireError(f"reply xid {xid}, expected {self.xid}")
 
+    def call_many(self, calls, window: int = 256) -> list[int]:
+        """(op, record) pairs pipelined, up to `window` in flight; their error codes, in
+        order. The server applies one session's requests in order, so a create may name a
+        parent created earlier in the same call."""
+        errs: list[int] = []
+        first = self.xid + 1
+        pending = 0
+        for op, record in calls:
+            self.xid += 1
+            self.sock.sendall(request(self.xid, op, record))
+            pending += 1
+            while pending >= window:
+                errs.append(self._reply(first + len(errs)))
+                pending -= 1
+        while pending:
+            errs.append(self._reply(first + len(errs)))
+            pending -= 1
+        return errs
+
+    def _reply(self, xid: int) -> int:
+        while True:
+            got, _, err = REPLY_HEADER.unpack_from(self._recv_frame())
+            if got == xid:
+                return err
+            if got not in (NOTIFICATION_XID, PING_XID):
+                raise WireError(f"reply xid {got}, expected {xid}")
+
     def create(self, path: str, data: bytes = b"") -> int:
         return self.call(OpCode.CREATE, r.CreateRequest(path, data, OPEN_ACL, 0))[0]
 
@@ -105,6 +132,27 @@ class SyncSession:
             pass
         finally:
             self.sock.close()
+
+
+def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) -> str | None:
+    """A four-letter word's answer (the server closes the connection after it), or None if
+    the server does not answer."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.sendall(word.encode())
+            out = b""
+            while chunk := s.recv(4096):
+                out += chunk
+    except OSError:
+        return None
+    return out.decode("utf-8", "replace")
+
+
+def mntr(host: str, port: int, timeout_s: float = 10.0) -> dict[str, str]:
+    """`mntr` as {name: value}, names as ZooKeeper prints them (zk_znode_count); empty if
+    the server does not answer."""
+    text = four_letter_word(host, port, "mntr", timeout_s) or ""
+    return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
 
 def wait_serving(host: str, port: int, path: str, timeout_s: float, alive=lambda: True,

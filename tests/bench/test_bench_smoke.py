@@ -202,6 +202,68 @@ def test_tiny_scale_run_on_zkcompat_reports_every_check(tmp_path):
     assert got[(fan, "setData reply, median round (ms)")] > 0
 
 
+def test_scale_ensemble_plan():
+    plan = cli.plan_of(cli.resolve(["--scale-ensemble"]))["scale_ensemble"]
+    assert plan == {"servers": 3, "znodes": 1_000_000, "data_bytes": 1024, "parents": 3_333,
+                    "zookeeper_heap_mb": 3_442}
+    plan = cli.plan_of(cli.resolve(["--scale-ensemble", "--quick"]))["scale_ensemble"]
+    assert plan["znodes"] == 100_000 and plan["zookeeper_heap_mb"] == 1024
+    plan = cli.plan_of(cli.resolve(["--scale-ensemble", "--scale-znodes", "2000",
+                                    "--scale-heap-mb", "256"]))["scale_ensemble"]
+    assert plan["parents"] == 10 and plan["zookeeper_heap_mb"] == 256
+    assert cli.plan_of(cli.resolve([]))["scale_ensemble"] is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["--scale-ensemble", "--scale-znodes", "0"],
+    ["--scale-ensemble", "--scale-ensemble-servers", "4"],
+    ["--scale-ensemble", "--servers", "", "--connect", "zk=127.0.0.1:2181"],
+])
+def test_bad_scale_ensemble_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.resolve(argv)
+    assert e.value.code == 2
+
+
+@pytest.mark.timeout(SCALE_RUN_TIMEOUT_S + 30)
+def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
+    """Load, restart and rejoin on a 3-server zkcompat ensemble: every figure is there and
+    sane, and the wiped follower came back with every znode the leader has."""
+    out_json = tmp_path / "rows.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--servers", "zkcompat", "--scale-ensemble",
+         "--scale-znodes", "2000", "--processes", "1", "--sessions", "4", "--inflight", "16",
+         "--workloads", "", "--fanout", "0", "--idle", "0", "--no-recovery",
+         "--workdir", str(tmp_path / "w"), "--json", str(out_json)],
+        capture_output=True, text=True, timeout=SCALE_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scale checks that failed: none" in result.stdout, result.stdout
+    rows = json.loads(out_json.read_text())["rows"]
+    got = {r["metric"]: r["values"].get("zkcompat") for r in rows
+           if r["section"].startswith("ensemble scale")}
+    jvm_only = {"ZooKeeper heap given per server (MB)",
+                "JVM live heap per znode, leader, after a full GC (B)"}
+    assert len(got) == 28
+    missing = [m for m, v in got.items() if m not in jvm_only and v is None]
+    assert not missing
+    assert got["creates per second"] > 0 and got["create latency p99 (ms)"] > 0
+    assert got["znodes on the leader (mntr)"] >= 2000 + 10  # the znodes and their parents
+    assert got["tree data + paths (mntr approximate_data_size, MB)"] > 2000 * 1024 / (1 << 20)
+    assert got["RSS per server after load, mean (MB)"] > 1
+    assert got["RSS growth per znode, mean of servers (B)"] > 0
+    assert got["until the follower serves (s)"] > 0
+    assert got["until the wiped follower serves (s)"] > 0
+    assert got["MB/s: that data over the time until it serves"] > 0
+    assert got["SNAP streaming on the leader, its log (s)"] >= 0
+    assert got["the follower's sync, SNAP installed, its log (s)"] > 0
+    assert got["leader getData reads during the rejoin"] > 0
+    assert got["leader getData p99 during the rejoin (ms)"] > 0
+    restart, rejoin = [r["values"]["zkcompat"] for r in rows
+                       if r["metric"] == "its znodes (mntr), as many as the leader's"]
+    assert restart == rejoin == got["znodes on the leader (mntr)"]
+
+
 def _srvr(port: int) -> dict[str, str]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(b"srvr")
