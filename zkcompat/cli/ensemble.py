@@ -304,8 +304,9 @@ def _taken(ports: dict[int, tuple[int, int, int, int]], addresses: str) -> str |
                 try:
                     s.bind((member_host(addresses, sid), port))
                 except OSError:
-                    return (f"port {port} (server.{sid}'s {role} port on "
-                            f"{member_host(addresses, sid)})")
+                    host = member_host(addresses, sid)
+                    on = "" if host == HOST else f" on {host}"
+                    return f"port {port} (server.{sid}'s {role} port{on})"
     return None
 
 
