@@ -337,3 +337,4 @@ def test_help_says_which_port_each_server_gets():
     assert done.returncode == 0
     text = " ".join(done.stdout.split())
     assert "--base-port" in text and "client P+K-1, quorum P+N+K-1" in text, done.stdout
+    assert "spread: server K alone on 127.0.0.K" in text, done.stdout

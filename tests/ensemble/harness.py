@@ -97,10 +97,10 @@ class Ensemble:
         return done.stdout
 
     def start(self, size: int, kind: str = "zkcompat", settings: dict | None = None,
-              timeout_s: float = START_TIMEOUT_S) -> str:
+              timeout_s: float = START_TIMEOUT_S, addresses: str = "same") -> str:
         sets = [a for k, v in (settings or {}).items() for a in ("--set", f"{k}={v}")]
         out = self.run("start", str(size), "--kind", kind, "--timeout", str(timeout_s), *sets,
-                       timeout_s=timeout_s)
+                       "--addresses", addresses, timeout_s=timeout_s)
         line = out.strip().splitlines()[-1]
         assert line.startswith("connect: "), out
         self.connect_string = line.removeprefix("connect: ")
@@ -206,7 +206,8 @@ class Ensemble:
         return ensemble_cmd.is_ours(m.pid, m.cfg)
 
     def mode(self, sid: int) -> str:
-        return ensemble_cmd.server_mode(self.member(sid).client_port) or "down"
+        m = self.member(sid)
+        return ensemble_cmd.server_mode(m.client_port, m.host) or "down"
 
     def modes(self) -> dict[int, str]:
         return {sid: self.mode(sid) for sid in self.sids}

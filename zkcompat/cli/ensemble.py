@@ -1,4 +1,4 @@
-"""`zkcompat ensemble`: 3, 5 or 7 servers on 127.0.0.1, started detached and ended by PID.
+"""`zkcompat ensemble`: 3, 5 or 7 servers on loopback, started detached and ended by PID.
 
 D/ensemble.json records each server's ports, zoo.cfg and PID; a PID is signalled only while
 /proc/PID/cmdline still names that server's zoo.cfg, so a recycled PID is never hit.
@@ -30,6 +30,10 @@ from zkcompat.cli.launch import (
 )
 
 HOST = "127.0.0.1"
+# --addresses: every server on HOST, or server K alone on 127.0.0.K (its client, quorum,
+# election and admin ports all bound there), so that a firewall rule can tell servers apart
+# by address (tests/nemesis cuts the links between them with nftables).
+ADDRESS_LAYOUTS = ("same", "spread")
 STATE_FILE = "ensemble.json"
 KINDS = ("zkcompat", "zookeeper")
 # What `srvr` says once a server serves clients (ZooKeeper's QuorumPeer.ServerState names,
@@ -73,6 +77,7 @@ class Member:
     settings: dict = field(default_factory=dict)  # zoo.cfg keys beyond the defaults
     observer: bool = False  # listens and serves, does not vote (server.N=...:observer)
     admin_port: int | None = None  # its AdminServer's; None in an ensemble.json from before
+    host: str = HOST  # every port of this server is bound here (--addresses spread: 127.0.0.K)
 
     @property
     def log_path(self) -> Path:
@@ -80,7 +85,7 @@ class Member:
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
 
 @dataclass
@@ -179,9 +184,9 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
         time.sleep(POLL_S)
 
 
-def _port_refuses(port: int) -> bool:
+def _port_refuses(port: int, host: str = HOST) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=1.0):
+        with socket.create_connection((host, port), timeout=1.0):
             return False
     except OSError:
         return True
@@ -198,18 +203,20 @@ def _stop(members: list[Member], grace_s: float = STOP_GRACE_S) -> list[Member]:
             click.echo(f"server.{m.sid}: no exit {grace_s:.0f}s after SIGTERM, sent SIGKILL",
                        err=True)
     _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), GONE_TIMEOUT_S)
-    _wait_until(lambda: all(_port_refuses(m.client_port) for m in members), GONE_TIMEOUT_S)
-    return [m for m in members if is_ours(m.pid, m.cfg) or not _port_refuses(m.client_port)]
+    _wait_until(lambda: all(_port_refuses(m.client_port, m.host) for m in members),
+                GONE_TIMEOUT_S)
+    return [m for m in members
+            if is_ours(m.pid, m.cfg) or not _port_refuses(m.client_port, m.host)]
 
 
 # -- four-letter words -----------------------------------------------------------------------
 
 
-def server_mode(port: int) -> str | None:
+def server_mode(port: int, host: str = HOST) -> str | None:
     """The Mode line of `srvr`, "not serving" if the server says so, or None if it does not
     answer one."""
     try:
-        with socket.create_connection((HOST, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
+        with socket.create_connection((host, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
             s.sendall(b"srvr")
             chunks = []
             while chunk := s.recv(65536):
@@ -233,7 +240,7 @@ def _wait_serving(members: list[Member], modes: frozenset[str],
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:
         for sid, m in list(pending.items()):
-            mode = server_mode(m.client_port)
+            mode = server_mode(m.client_port, m.host)
             if mode in modes:
                 del pending[sid]
                 why.pop(sid)
@@ -283,21 +290,29 @@ def base_port_layout(base: int, total: int) -> dict[int, tuple[int, int, int, in
             for sid in range(1, total + 1)}
 
 
-def _taken(ports: dict[int, tuple[int, int, int, int]]) -> str | None:
+def member_host(addresses: str, sid: int) -> str:
+    """Where server `sid` binds its ports: HOST for every server, or 127.0.0.SID (spread)."""
+    return HOST if addresses == "same" else f"127.0.0.{sid}"
+
+
+def _taken(ports: dict[int, tuple[int, int, int, int]], addresses: str) -> str | None:
     """The first port of the layout this machine will not let us bind, named with its role."""
     roles = ("client", "quorum", "election", "admin")
     for sid, four in ports.items():
         for role, port in zip(roles, four, strict=True):
             with socket.socket() as s:
                 try:
-                    s.bind((HOST, port))
+                    s.bind((member_host(addresses, sid), port))
                 except OSError:
-                    return f"port {port} (server.{sid}'s {role} port)"
+                    host = member_host(addresses, sid)
+                    on = "" if host == HOST else f" on {host}"
+                    return f"port {port} (server.{sid}'s {role} port{on})"
     return None
 
 
 def _plan(directory: Path, size: int, kind: str, settings: dict,
-          observers: int = 0, base_port: int | None = None) -> Ensemble:
+          observers: int = 0, base_port: int | None = None,
+          addresses: str = "same") -> Ensemble:
     total = size + observers
     if base_port is None:
         free = _free_ports(PORTS_PER_SERVER * total)
@@ -305,7 +320,7 @@ def _plan(directory: Path, size: int, kind: str, settings: dict,
                  for sid in range(1, total + 1)}
     else:
         ports = base_port_layout(base_port, total)
-        taken = _taken(ports)
+        taken = _taken(ports, addresses)
         if taken is not None:
             raise click.ClickException(f"{taken} is in use; choose another --base-port "
                                        f"(this ensemble needs {base_port}.."
@@ -317,7 +332,7 @@ def _plan(directory: Path, size: int, kind: str, settings: dict,
                                        cfg=str(directory / f"zoo{sid}.cfg"),
                                        data_dir=str(directory / str(sid)), kind=member_kind,
                                        settings=dict(settings), observer=sid > size,
-                                       admin_port=admin)
+                                       admin_port=admin, host=member_host(addresses, sid))
     return ensemble
 
 
@@ -333,17 +348,17 @@ def _settings(pairs: tuple[str, ...]) -> dict:
 
 def _cfg_text(ensemble: Ensemble, member: Member) -> str:
     admin = ({} if member.admin_port is None else
-             {"admin.enableServer": "true", "admin.serverAddress": HOST,
+             {"admin.enableServer": "true", "admin.serverAddress": member.host,
               "admin.serverPort": member.admin_port})
     settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
-                "clientPort": member.client_port, "clientPortAddress": HOST, **admin,
+                "clientPort": member.client_port, "clientPortAddress": member.host, **admin,
                 **member.settings}
     if member.observer:
         settings["peerType"] = "observer"
     for m in ensemble.members.values():
         role = ":observer" if m.observer else ""
-        settings[f"server.{m.sid}"] = (f"{HOST}:{m.quorum_port}:{m.election_port}{role};"
-                                       f"{HOST}:{m.client_port}")
+        settings[f"server.{m.sid}"] = (f"{m.host}:{m.quorum_port}:{m.election_port}{role};"
+                                       f"{m.host}:{m.client_port}")
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -381,11 +396,12 @@ def _spawn(kind: str, member: Member) -> int:
 
 
 def _prepare(directory: Path, size: int, kind: str, settings: dict,
-             observers: int = 0, base_port: int | None = None) -> Ensemble:
+             observers: int = 0, base_port: int | None = None,
+             addresses: str = "same") -> Ensemble:
     """A new ensemble in directory, or the stopped one there again (same ports and data)."""
     old = load_state(directory)
     if old is None:
-        return _plan(directory, size, kind, settings, observers, base_port)
+        return _plan(directory, size, kind, settings, observers, base_port, addresses)
     running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
     if running:
         raise click.ClickException(f"{directory} already runs server.{running[0]}; "
@@ -432,7 +448,7 @@ def _absolute(directory: Path) -> Path:
 
 @click.group()
 def ensemble() -> None:
-    """A local ensemble of 3, 5 or 7 servers on 127.0.0.1 (scripts/ensemble)."""
+    """A local ensemble of 3, 5 or 7 servers on loopback (scripts/ensemble)."""
 
 
 @ensemble.command()
@@ -449,12 +465,18 @@ def ensemble() -> None:
               help="Put every port in P .. P+4N-1 (N servers): server K gets client P+K-1, "
               "quorum P+N+K-1, election P+2N+K-1, admin P+3N+K-1.  [default: free ports "
               "the system picks]")
+@click.option("--addresses", type=click.Choice(ADDRESS_LAYOUTS), default="same",
+              show_default=True,
+              help="same: every server on 127.0.0.1; spread: server K alone on 127.0.0.K "
+              "(all four of its ports), so a firewall can cut the links between servers.")
 def start(size: str, directory: Path, kind: str, timeout_s: float,
-          settings: tuple[str, ...], observers: int, base_port: int | None) -> None:
+          settings: tuple[str, ...], observers: int, base_port: int | None,
+          addresses: str) -> None:
     """Start SIZE servers; print `connect: ...` once every one serves.
 
     Each server has a client, a quorum, an election and an AdminServer port
-    (127.0.0.1:PORT/commands), all on 127.0.0.1. With --base-port P they are the 4N ports
+    (127.0.0.1:PORT/commands), all on 127.0.0.1, or all of server K's on 127.0.0.K with
+    --addresses spread. With --base-port P they are the 4N ports
     from P (N = SIZE): for 3 servers and P = 12000, clients 12000-12002, quorum
     12003-12005, election 12006-12008, AdminServers 12009-12011. A stopped ensemble starts
     again on the ports it had."""
@@ -465,7 +487,8 @@ def start(size: str, directory: Path, kind: str, timeout_s: float,
             f"most {PORT_MAX - PORTS_PER_SERVER * total + 1}", param_hint="'--base-port'")
     directory = _absolute(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ens = _prepare(directory, int(size), kind, _settings(settings), observers, base_port)
+    ens = _prepare(directory, int(size), kind, _settings(settings), observers, base_port,
+                   addresses)
     _write_files(ens)
     for m in ens.members.values():
         m.pid = _spawn(m.kind, m)
@@ -480,7 +503,7 @@ def status(directory: Path) -> None:
     """One line per server: server.K 127.0.0.1:PORT MODE (MODE from srvr, or down)."""
     ens = _require_state(_absolute(directory))
     for m in ens.members.values():
-        click.echo(f"server.{m.sid} {m.address} {server_mode(m.client_port) or 'down'}")
+        click.echo(f"server.{m.sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
 
 
 @ensemble.command()
@@ -517,12 +540,12 @@ def start_server(sid: int, directory: Path, timeout_s: float) -> None:
     m = _member(ens, sid)
     if is_ours(m.pid, m.cfg):
         raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
-    if not _port_refuses(m.client_port):
+    if not _port_refuses(m.client_port, m.host):
         raise click.ClickException(f"{m.address} is taken by another process")
     m.pid = _spawn(m.kind, m)
     record_pid(directory, sid, m.pid)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
-    click.echo(f"server.{sid} {m.address} {server_mode(m.client_port) or 'down'}")
+    click.echo(f"server.{sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
 
 
 @ensemble.command()

@@ -1,0 +1,34 @@
+"""The `nemesis` fixture: a fresh 3-server ensemble on 127.0.0.1-3 with its own nft table;
+the table is deleted and the servers stopped (by PID) at the end, whatever happened, and
+the servers' log tails are printed when the test failed."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ensemble.harness import Ensemble
+from tests.nemesis import net
+from tests.nemesis.runner import spread_ensemble
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.nemesis_failed = report.failed
+
+
+@pytest.fixture
+def nemesis(request, tmp_path) -> Iterator[tuple[Ensemble, net.Firewall]]:
+    if shutil.which("nft") is None:
+        pytest.fail(net.NFT_MISSING)
+    with spread_ensemble(tmp_path / "ensemble") as (ens, firewall):
+        try:
+            yield ens, firewall
+        finally:
+            if getattr(request.node, "nemesis_failed", False):
+                print(ens.log_tails(60))

@@ -1,0 +1,125 @@
+"""The nemesis's checks can fail: each catches its planted problem in a fabricated history,
+and the firewall leaves no table behind, also when the code between open and close raises.
+No servers here; the firewall tests need root and nft."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.nemesis import checks, net
+from tests.nemesis.workload import Layout, Seen
+from zkcompat.jute.constants import Code
+from zkcompat.sim.history import (
+    Create,
+    CreateSequential,
+    Err,
+    GetData,
+    Ok,
+    Operation,
+    SetData,
+)
+
+LAYOUT = Layout("/r")
+K = LAYOUT.keys[0]
+
+
+def test_an_acknowledged_write_then_gone_is_not_linearizable():
+    acked = [Operation(1, Create(K, b"v1"), 0, 10, Ok(K)),
+             Operation(2, SetData(K, b"v2", 0), 20, 30, Ok(1))]
+    healed = Operation(1001, GetData(K), 40, 50, Ok((b"v2", 1)))
+    assert checks.check_linearizable([*acked, healed], LAYOUT.setup_paths) == []
+    # A server's sync-then-read after the heal shows the value before the acked write.
+    lost = Operation(1001, GetData(K), 40, 50, Ok((b"v1", 0)))
+    failures = checks.check_linearizable([*acked, lost], LAYOUT.setup_paths)
+    assert failures and "not linearizable" in failures[0], failures
+
+
+def test_a_stale_sync_read_is_not_linearizable():
+    history = [Operation(1, Create(K, b"v1"), 0, 10, Ok(K)),
+               Operation(1, SetData(K, b"v2"), 20, 30, Ok(1)),
+               Operation(2, GetData(K), 40, 50, Ok((b"v1", 0)))]
+    assert checks.check_linearizable(history, LAYOUT.setup_paths)
+
+
+def test_an_unknown_outcome_may_have_happened_or_not():
+    history = [Operation(1, Create(K, b"v1"), 0, 10, Ok(K)),
+               Operation(2, SetData(K, b"v2"), 20),  # ConnectionLoss: unknown
+               Operation(3, GetData(K), 40, 50, Ok((b"v2", 1))),
+               Operation(3, GetData(K), 60, 70, Ok((b"v2", 1)))]
+    assert checks.check_linearizable(history, LAYOUT.setup_paths) == []
+    went_back = [*history, Operation(3, GetData(K), 80, 90, Ok((b"v1", 0)))]
+    assert checks.check_linearizable(went_back, LAYOUT.setup_paths)
+
+
+def test_a_sequential_name_given_twice_is_caught():
+    name = f"{LAYOUT.seq_prefix}0000000003"
+    history = [Operation(1, CreateSequential(LAYOUT.seq_prefix, b"a"), 0, 10, Ok(name)),
+               Operation(2, CreateSequential(LAYOUT.seq_prefix, b"b"), 5, 15, Ok(name))]
+    assert "given twice" in checks.check_sequential_unique(history)[0]
+    assert checks.check_linearizable(history, LAYOUT.setup_paths)
+
+
+def test_a_lost_sequential_node_is_caught_per_server():
+    history = [Operation(1, CreateSequential(LAYOUT.seq_prefix, b"a"), 0, 10,
+                         Ok(f"{LAYOUT.seq_prefix}0000000000"))]
+    children = {1: ["s-0000000000"], 2: [], 3: ["s-0000000000"]}
+    failures = checks.check_acked_present(history, children, LAYOUT.queue)
+    assert len(failures) == 1 and failures[0].startswith("server.2 lost 1 of 1"), failures
+
+
+def test_a_session_that_goes_back_in_time_is_caught():
+    seen = [Seen(1, 0x10, 1, K, 0x105, True),
+            Seen(1, 0x10, 2, K, 0x103, False),  # older than its own write
+            Seen(1, 0x11, 3, K, 0x101, False),  # a new session: no order with the old one
+            Seen(2, 0x20, 1, K, 0x101, False)]
+    failures = checks.check_session_order(seen)
+    assert len(failures) == 1 and "after its own write showed 0x105" in failures[0], failures
+
+
+def test_overlapping_requests_of_one_client_are_caught():
+    history = [Operation(1, GetData(K), 0, 30, Err(Code.NONODE)),
+               Operation(1, GetData(K), 20, 40, Err(Code.NONODE))]
+    assert "overlapped" in checks.check_client_order(history)[0]
+
+
+def test_digests_that_differ_are_caught():
+    stats = {1: {"zk_digest_mismatches_count": "0"}, 2: {"zk_digest_mismatches_count": "2"}}
+    logs = {1: [{"zxid": 0x100000080, "digest": 7}], 2: [{"zxid": 0x100000080, "digest": 8}],
+            3: [{"zxid": 0x100000080, "digest": 7}]}
+    failures = checks.check_digests(stats, logs)
+    assert failures[0] == "server.2: zk_digest_mismatches_count 2"
+    assert failures[1].startswith("digests differ at zxid 0x100000080"), failures
+
+
+# -- the firewall ---------------------------------------------------------------------------
+
+PEERS = [net.Peer(1, "127.0.0.1", 20001, 20002), net.Peer(2, "127.0.0.2", 20003, 20004),
+         net.Peer(3, "127.0.0.3", 20005, 20006)]
+needs_nft = pytest.mark.skipif(shutil.which("nft") is None, reason=net.NFT_MISSING)
+
+
+def test_partitions_name_the_links_they_cut():
+    assert net.isolate(2, [1, 2, 3]) == {(1, 2), (2, 1), (2, 3), (3, 2)}
+    assert net.bridge(1, [1, 2, 3]) == {(2, 3), (3, 2)}
+    assert net.one_way(3, [1, 2, 3]) == {(3, 1), (3, 2)}
+
+
+def test_a_link_is_cut_on_peer_ports_only():
+    rules = net.Firewall(PEERS, name="t").rules({(1, 2)})
+    assert rules == [
+        "add rule inet t input ip saddr 127.0.0.1 ip daddr 127.0.0.2 tcp dport "
+        "{ 20003, 20004 } drop",
+        "add rule inet t input ip saddr 127.0.0.1 ip daddr 127.0.0.2 tcp sport "
+        "{ 20001, 20002 } drop"]
+
+
+@needs_nft
+def test_the_table_is_gone_after_a_failure_inside():
+    firewall = net.Firewall(PEERS, name="zkcompat_nemesis_test_checks")
+    with pytest.raises(RuntimeError, match="planted"), firewall:
+        firewall.cut(net.isolate(1, [1, 2, 3]))
+        assert firewall.name in net.table_names()
+        raise RuntimeError("planted")
+    assert firewall.name not in net.table_names()
