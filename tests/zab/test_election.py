@@ -208,6 +208,26 @@ def test_following_notifications_of_this_round_decide_with_the_leader_leading() 
     assert fx.decided == Vote(3, 0, 1, 1, FOLLOWING)  # no finalize wait here
 
 
+def test_a_leader_a_quorum_follows_is_joined_even_in_the_finalize_wait() -> None:
+    """A wiped follower (zxid 0) rejoins a running ensemble. On the new connection server 1's
+    manager resends the last message it sent this sid: its LOOKING vote for itself from an
+    election it has since left (QuorumCnxManager's lastMessageSent). That stale vote plus
+    ours is a quorum, so we enter the finalize wait; the leader's LEADING and server 1's
+    FOLLOWING answers carry the running epoch's vote, which is not better by the total
+    order. ZooKeeper drops them there and follows server 1, which leads nothing, until
+    initLimit runs out (20 s at the bench's settings), unless they happen to arrive before
+    the stale vote. zkcompat takes them as outside the wait: a quorum following a server
+    that says it is LEADING is the leader to join."""
+    e = fle(2, {1, 2, 3})
+    e.look(0, 0, 0)
+    e.step(1, looking(1, 0x1000007F5, ee=1, pe=1), 0)  # the stale vote: finalize wait
+    assert e.proposal.leader == 1
+    assert e.step(3, Notification(LEADING, 3, 0, 1, 1), 10).decided is None
+    fx = e.step(1, Notification(FOLLOWING, 3, 0, 1, 1), 20)
+    assert fx.decided == Vote(3, 0, 1, 1, FOLLOWING)
+    assert e.tick(10_000).decided is None
+
+
 def test_out_of_election_needs_the_leader_itself_leading() -> None:
     e = fle(1, {1, 2, 3, 4, 5})
     e.look(0, 0, 0)

@@ -96,7 +96,10 @@ class FastLeaderElection:
     - our own notifications to ourselves loop back through the same path, after the input
       that caused them [QuorumCnxManager.toSend to mySid];
     - after a quorum agrees with our proposal we wait finalize_wait_ms; a better vote in that
-      window resumes the election, any other notification is dropped and restarts the wait;
+      window resumes the election, any other notification is dropped and restarts the wait,
+      except that a FOLLOWING/LEADING one still counts in outofelection and may decide (a
+      departure: ZooKeeper drops it, and a stale LOOKING vote its manager resends on a new
+      connection can then send a rejoining server after a peer that leads nothing);
     - a higher electionEpoch resets recvset and our proposal; a lower LOOKING one is answered
       with our proposal; LOOKING notifications are ignored while our or its zxid is -1;
     - FOLLOWING/LEADING notifications count in recvset (same electionEpoch) and always in
@@ -239,6 +242,9 @@ class FastLeaderElection:
         if self._finalize_deadline_ms is not None:
             if not self._better(n.leader, n.zxid, n.peer_epoch, self._proposal):
                 self._finalize_deadline_ms = now_ms + self.finalize_wait_ms
+                if n.state in _OUT_OF_ELECTION and n.leader in self.voters:
+                    # Where ZooKeeper drops it: a running leader may be joined at once.
+                    self._on_out_of_election(sid, n, now_ms)
                 return
             self._finalize_deadline_ms = None
         self._poll_deadline_ms = now_ms + self._not_timeout_ms
@@ -522,3 +528,4 @@ def _java_string_hash(text: str) -> int:
 
 def _chm_spread(h: int) -> int:
     return (h ^ (h >> 16)) & _CHM_HASH_BITS
+_OUT_OF_ELECTION = frozenset((ServerState.FOLLOWING, ServerState.LEADING))
