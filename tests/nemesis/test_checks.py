@@ -4,11 +4,13 @@ No servers here; the firewall tests need root and nft."""
 
 from __future__ import annotations
 
+import random
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
-from tests.nemesis import checks, net
+from tests.nemesis import checks, net, runner
 from tests.nemesis.workload import Layout, Seen
 from zkcompat.jute.constants import Code
 from zkcompat.sim.history import (
@@ -123,3 +125,34 @@ def test_the_table_is_gone_after_a_failure_inside():
         assert firewall.name in net.table_names()
         raise RuntimeError("planted")
     assert firewall.name not in net.table_names()
+
+
+# -- a fault that did not bite --------------------------------------------------------------
+
+
+class _Logs:
+    """The two things Nemesis reads of an ensemble to judge a fault: its servers' logs."""
+
+    def __init__(self, logs: dict[int, str]) -> None:
+        self.logs = logs
+
+    def log_size(self, sid: int) -> int:
+        return 0
+
+    def log_since(self, sid: int, offset: int = 0) -> str:
+        return self.logs[sid][offset:]
+
+
+def test_a_fault_nobody_felt_fails_the_round():
+    logs = {1: "event=term_ended role=follower\n", 2: "event=leader_elected\n",
+            3: "event=slow_txn_log_sync write_ms=1203\n"}
+    n = runner.Nemesis(SimpleNamespace(ens=_Logs(logs)), random.Random(0), 1.0, "/p")
+    n.expect_term_end(1)
+    n.expect_log(3, runner.SLOW_SYNC, "never warned of a slow fsync")
+    assert n.felt() == []
+    n.expect_term_end(2)
+    n.expect_log(2, runner.SYNC_FAILED, "did not stop on a failing fsync")
+    assert n.felt() == [
+        "server.2 never ended its term: the fault did nothing (no /event=term_ended/ in its log)",
+        "server.2 did not stop on a failing fsync "
+        "(no /event=txn_log_sync_failed .*action=stop_server/ in its log)"]

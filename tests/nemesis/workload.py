@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
@@ -123,6 +123,8 @@ class Worker(threading.Thread):
         self.stop_event = stop
         self.rng = random.Random(seed)
         self.client = start_client(hosts)
+        self.sessions_lost = 0  # expired while the run went on (not the close at the end)
+        self.client.add_listener(self._state_changed)
         self.versions: dict[str, int] = {}
         self.n = 0
         self.index = 0
@@ -136,6 +138,10 @@ class Worker(threading.Thread):
         except BaseException as e:  # a client that dies is a failed run, not a quiet one
             self.died = e
             raise
+
+    def _state_changed(self, state: KazooState) -> None:
+        if state == KazooState.LOST and not self.stop_event.is_set():
+            self.sessions_lost += 1
 
     def close(self) -> None:
         try:
