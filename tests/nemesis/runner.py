@@ -28,7 +28,7 @@ from zkcompat.server.clock import TEST_WALL_OFFSET_DIR_ENV
 from zkcompat.sim import history as h
 
 from . import checks, net
-from .workload import Layout, Recorder, Worker, start_client
+from .workload import Layout, LockWorker, Recorder, Worker, start_client
 
 SITE_DIR = Path(__file__).resolve().parent / "site"  # sitecustomize.py: the source shim
 ENV_FLAG = "ZKCOMPAT_NEMESIS_BIND_SOURCE"  # switches it on (site/sitecustomize.py)
@@ -43,6 +43,7 @@ ELECTION_TIMEOUT_S = 40.0
 FLAP_MIN_S, FLAP_MAX_S = 1.0, 2.0
 WORKER_JOIN_S = 30.0
 FINAL_READ_CLIENT = 1000  # + sid: the checker's client ids for the reads after the heal
+LOCK_CLIENT = 500  # + sid: the lock takers' client ids (not in the linearizability history)
 TERM_ENDED = "event=term_ended"  # peer/quorum_peer.py: a server leaves its role
 SLOW_SYNC = "event=slow_txn_log_sync"  # store/txnlog.py: an fsync over 1000 ms
 SYNC_FAILED = "event=txn_log_sync_failed .*action=stop_server"  # peer/shell.py
@@ -72,11 +73,14 @@ class Outcome:
     duration_s: float
     directory: Path
     replay: str = ""
+    locks: int = 0  # holdings of the lock
+    fenced: int = 0  # acknowledged fenced writes
 
     def line(self) -> str:
         c = self.counts
         return (f"{self.case} seed={self.seed} ops={c.get('ops', 0)} ok={c.get('ok', 0)} "
                 f"err={c.get('err', 0)} unknown={c.get('unknown', 0)} "
+                f"locks={self.locks} fenced={self.fenced} "
                 f"longest_unavailable={self.unavailable_s:.1f}s "
                 f"took={self.duration_s:.1f}s {'PASS' if not self.failures else 'FAIL'}")
 
@@ -519,7 +523,7 @@ CASES: dict[str, Case] = {
 def _setup(ens: Ensemble, layout: Layout) -> None:
     client = start_client(ens.connect_string)
     try:
-        for path in layout.setup_paths:
+        for path in (*layout.setup_paths, layout.lock, layout.fenced):
             client.create(path, b"")
     except NodeExistsError as e:
         raise AssertionError(f"{e}: a round needs a root of its own") from None
@@ -527,11 +531,12 @@ def _setup(ens: Ensemble, layout: Layout) -> None:
         close_client(client)
 
 
-def _final_reads(ens: Ensemble, layout: Layout) -> tuple[list[h.Operation], dict[int, list[str]]]:
+def _final_reads(ens: Ensemble, layout: Layout
+                 ) -> tuple[list[h.Operation], dict[int, list[str]], int | None]:
     """On each server alone, once healed: sync, then getData of every key (linearizable
     reads, added to the history: an acknowledged write lost shows there) and the children
-    of the queue."""
-    ops, children = [], {}
+    of the queue; and the fenced znode's token (the lowest any server shows)."""
+    ops, children, tokens = [], {}, []
     for sid in ens.sids:
         client = start_client(ens.address(sid))
         try:
@@ -546,9 +551,11 @@ def _final_reads(ens: Ensemble, layout: Layout) -> tuple[list[h.Operation], dict
                 ops.append(h.Operation(FINAL_READ_CLIENT + sid, h.GetData(key), invoked,
                                        time.monotonic_ns(), result))
             children[sid] = client.get_children(layout.queue)
+            fenced = client.get(layout.fenced)[0]
+            tokens.append(int(fenced) if fenced else None)
         finally:
             close_client(client)
-    return ops, children
+    return ops, children, (None if None in tokens else min(tokens))
 
 
 def _replica_checks(ens: Ensemble, layout: Layout) -> list[str]:
@@ -585,6 +592,8 @@ def run_round(rig: Rig, case: str, seed: int, fault_s: float = 6.0,
     workers = [Worker(len(ens.sids) * j + sid, ens.hosts(sid), layout, recorder, stop,
                       rng.randrange(1 << 32))
                for j in range(clients_per_server) for sid in ens.sids]
+    workers += [LockWorker(LOCK_CLIENT + sid, ens.hosts(sid), layout, recorder, stop,
+                           rng.randrange(1 << 32)) for sid in ens.sids]
     nemesis = Nemesis(rig, rng, fault_s, f"{layout.root}-probes")
     try:
         for w in workers:
@@ -613,12 +622,14 @@ def run_round(rig: Rig, case: str, seed: int, fault_s: float = 6.0,
                             "failed with SessionExpired")
     failures += _crashes(ens)
     operations, seen = recorder.snapshot()
-    final_ops, children = _final_reads(ens, layout)
+    final_ops, children, final_token = _final_reads(ens, layout)
     history = operations + final_ops
     failures += checks.check_client_order(operations)
     failures += checks.check_session_order(seen)
     failures += checks.check_sequential_unique(operations)
     failures += checks.check_acked_present(operations, children, layout.queue)
+    failures += checks.check_lock_exclusive(recorder.holdings)
+    failures += checks.check_fenced_writes(recorder.fenced, final_token)
     failures += _replica_checks(ens, layout)
     failures += checks.check_linearizable(history, layout.setup_paths)
     size = len(ens.sids)
@@ -626,7 +637,8 @@ def run_round(rig: Rig, case: str, seed: int, fault_s: float = 6.0,
                       dict(recorder.unknown_errors), checks.unavailability_s(operations),
                       time.monotonic() - started, ens.dir,
                       f"scripts/nemesis --servers {size} --case {case} --seed {seed} "
-                      f"--fault-seconds {fault_s:g} --clients-per-server {clients_per_server}")
+                      f"--fault-seconds {fault_s:g} --clients-per-server {clients_per_server}",
+                      len(recorder.holdings), sum(1 for w in recorder.fenced if w.ok))
     _keep(outcome)
     return outcome
 
