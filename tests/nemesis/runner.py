@@ -24,14 +24,13 @@ from tests.ensemble.harness import Ensemble, check_trees_agree, close_client, wa
 from tests.faults.disks import Tmpfs
 from tests.faults.faultyfs import FaultyMount
 from zkcompat.jute.constants import Code
+from zkcompat.peer.links import TEST_BIND_PEER_SOURCE_ENV
 from zkcompat.server.clock import TEST_WALL_OFFSET_DIR_ENV
 from zkcompat.sim import history as h
 
 from . import checks, net
 from .workload import Layout, LockWorker, Recorder, Worker, start_client
 
-SITE_DIR = Path(__file__).resolve().parent / "site"  # sitecustomize.py: the source shim
-ENV_FLAG = "ZKCOMPAT_NEMESIS_BIND_SOURCE"  # switches it on (site/sitecustomize.py)
 SIZES = (3, 5)
 # tickTime 250 ms: a follower gives up on a silent leader after syncLimit=4 ticks (1 s), a
 # leader on a silent quorum as soon; sessions of 5 s are within 2..20 ticks. quorumSync
@@ -57,7 +56,7 @@ DISK_STOP_TIMEOUT_S = 30.0  # from the failing disk to the server gone
 DISK_SIZE = "16m"  # the disk-full case's tmpfs: LevelDB's first files fit, with room
 START_ATTEMPTS = 2
 PORT_TAKEN = "is already in use by another process"  # cli/startup.py's words
-SOURCE_LINE = "nemesis: connections to peers leave from {host}"
+SOURCE_LINE = "event=test_hook_enabled hook=bind_peer_source host={host}"  # peer/links.py
 
 
 @dataclass
@@ -141,13 +140,12 @@ class Rig:
 @contextlib.contextmanager
 def nemesis_env(offsets: Path) -> Iterator[None]:
     """The environment the ensemble command passes on to its servers, for starts and
-    restarts alike: the source-address shim on PYTHONPATH, switched on, and the wall-clock
-    hook's folder. Restored afterwards."""
-    names = ("PYTHONPATH", ENV_FLAG, TEST_WALL_OFFSET_DIR_ENV)
+    restarts alike: the product's two test hooks switched on (peer links leave from each
+    server's own address; the wall clock reads its offset from `offsets`). Restored
+    afterwards."""
+    names = (TEST_BIND_PEER_SOURCE_ENV, TEST_WALL_OFFSET_DIR_ENV)
     saved = {k: os.environ.get(k) for k in names}
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(SITE_DIR), saved["PYTHONPATH"]) if p)
-    os.environ[ENV_FLAG] = "1"
+    os.environ[TEST_BIND_PEER_SOURCE_ENV] = "1"
     os.environ[TEST_WALL_OFFSET_DIR_ENV] = str(offsets)
     try:
         yield
