@@ -5,11 +5,13 @@ test (test_full_disk.py) and the nemesis's disk-full case; needs root (a mount).
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from pathlib import Path
 
 MOUNT_TIMEOUT_S = 10.0
+FILL_CHUNK_BYTES = 1 << 20
 
 
 class Tmpfs:
@@ -24,11 +26,18 @@ class Tmpfs:
         self.filler = mountpoint / "filler"
 
     def fill(self, keep_bytes: int = 0) -> Path:
-        """A file that takes all the free space but keep_bytes."""
+        """A file that takes all the free space but keep_bytes (or all there is, if a
+        server writing at the same time takes some first: the disk is full either way)."""
         stat = os.statvfs(self.mountpoint)
-        size = stat.f_bavail * stat.f_frsize - keep_bytes
-        with open(self.filler, "ab") as f:
-            f.write(b"\0" * max(0, size))
+        size = max(0, stat.f_bavail * stat.f_frsize - keep_bytes)
+        with open(self.filler, "ab", buffering=0) as f:
+            while size > 0:
+                try:
+                    size -= f.write(b"\0" * min(size, FILL_CHUNK_BYTES))
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    break
         return self.filler
 
     def free(self) -> None:
