@@ -6,15 +6,13 @@ same dataDir with every acknowledged write and a log that reads cleanly."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-from pathlib import Path
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from .disks import Tmpfs
 from .harness import Node
 
 DISK_SIZE = "8m"
@@ -24,30 +22,12 @@ CLIENT_TIMEOUT_S = 10.0
 WRITES_MAX = 20_000  # 20 MB of values: more than the disk holds, so the disk fills first
 
 
-def _mount_tmpfs(mountpoint: Path) -> None:
-    assert os.geteuid() == 0, "a full disk is a tmpfs mounted here: run the tests as root"
-    mountpoint.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mountpoint)],
-                   check=True, capture_output=True, timeout=10)
-
-
-def _fill(directory: Path, keep_bytes: int) -> Path:
-    """A file that takes all the free space but keep_bytes."""
-    filler = directory / "filler"
-    stat = os.statvfs(directory)
-    size = stat.f_bavail * stat.f_frsize - keep_bytes
-    with open(filler, "wb") as f:
-        f.write(b"\0" * max(0, size))
-    return filler
-
-
 def test_a_full_disk_stops_the_server_without_acknowledging_and_it_restarts_with_every_ack(
         tmp_path):
-    disk = tmp_path / "disk"
-    _mount_tmpfs(disk)
+    disk = Tmpfs(tmp_path / "disk", DISK_SIZE)
     node = None
     try:
-        node = Node(tmp_path / "node", dataDir=disk / "data")  # its log stays off the disk
+        node = Node(tmp_path / "node", dataDir=disk.mountpoint / "data")  # its log stays off the disk
         node.start()
         client = KazooClient(hosts=node.connect_string, timeout=CLIENT_TIMEOUT_S,
                              connection_retry={"max_tries": 0})
@@ -56,7 +36,7 @@ def test_a_full_disk_stops_the_server_without_acknowledging_and_it_restarts_with
         for i in range(100):
             path = client.create(f"/before-{i:05d}", VALUE)
             acked[path] = VALUE
-        filler = _fill(disk, keep_bytes=256 * 1024)
+        disk.fill(keep_bytes=256 * 1024)
 
         error = None
         for i in range(WRITES_MAX):
@@ -81,7 +61,7 @@ def test_a_full_disk_stops_the_server_without_acknowledging_and_it_restarts_with
         assert "No space left on device" in log, node.log_tail()
         assert "Traceback" not in log, node.log_tail()
 
-        filler.unlink()  # space returns
+        disk.free()  # space returns
         node.start()
         reader = KazooClient(hosts=node.connect_string, timeout=CLIENT_TIMEOUT_S)
         reader.start(timeout=CLIENT_TIMEOUT_S)
@@ -98,4 +78,4 @@ def test_a_full_disk_stops_the_server_without_acknowledging_and_it_restarts_with
     finally:
         if node is not None:
             node.stop()
-        subprocess.run(["umount", "--lazy", str(disk)], capture_output=True, timeout=10)
+        disk.close()

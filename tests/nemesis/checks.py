@@ -17,7 +17,7 @@ from zkcompat.sim import history as h
 from zkcompat.sim.checks import initial_tree
 from zkcompat.sim.linearizability import check
 
-from .workload import Seen
+from .workload import FencedWrite, Holding, Seen
 
 SEARCH_STEPS_MAX = 2_000_000
 FAILURES_SHOWN_MAX = 5
@@ -98,6 +98,47 @@ def check_acked_present(operations: Sequence[h.Operation],
             out.append(f"server.{sid} lost {len(lost)} of {len(acked)} acknowledged "
                        f"sequential creates: {lost[:FAILURES_SHOWN_MAX]}")
     return out
+
+
+def check_lock_exclusive(holdings: Sequence[Holding]) -> list[str]:
+    """No two clients held the lock at once, and each acquisition's token is larger than
+    every earlier one's. A holding runs from acquire() returning to release() being called
+    (or to the first connection trouble): an acquire with no answer gives none, a release
+    with no answer ends it all the same (after it the client does nothing under the lock)."""
+    out = []
+    latest: Holding | None = None  # the one that ended last among those started so far
+    for held in sorted(holdings, key=lambda x: x.acquired):
+        if latest is not None:
+            if held.acquired < latest.ended:
+                out.append(f"client {held.client} acquired the lock (token 0x{held.token:x}) "
+                           f"{(latest.ended - held.acquired) / 1e6:.1f} ms before client "
+                           f"{latest.client} (token 0x{latest.token:x}) let it go")
+            if held.token <= latest.token:
+                out.append(f"client {held.client}'s token 0x{held.token:x} is not above the "
+                           f"earlier holder client {latest.client}'s 0x{latest.token:x}")
+        if latest is None or held.ended >= latest.ended:
+            latest = held
+    return out[:FAILURES_SHOWN_MAX]
+
+
+def check_fenced_writes(writes: Sequence[FencedWrite], final_token: int | None) -> list[str]:
+    """Fencing works: an acknowledged fenced write never follows (in real time) one with a
+    larger token, and what the fenced znode holds after the heal is no older than the
+    last acknowledged token."""
+    acked = sorted((w for w in writes if w.ok), key=lambda w: w.invoked)
+    out = []
+    for b in acked:
+        before = [a for a in acked if a.completed < b.invoked and a.token > b.token]
+        if before:
+            a = max(before, key=lambda w: w.token)
+            out.append(f"client {b.client}'s fenced write of token 0x{b.token:x} was "
+                       f"acknowledged after client {a.client}'s of 0x{a.token:x}")
+    newest = max((w.token for w in acked), default=None)
+    if newest is not None and (final_token is None or final_token < newest):
+        shown = "nothing" if final_token is None else f"0x{final_token:x}"
+        out.append(f"the fenced znode holds {shown} after the heal, older than the "
+                   f"acknowledged token 0x{newest:x}")
+    return out[:FAILURES_SHOWN_MAX]
 
 
 def unavailability_s(operations: Sequence[h.Operation]) -> float:

@@ -1,6 +1,7 @@
-"""The `nemesis` fixture: a fresh 3-server ensemble on 127.0.0.1-3 with its own nft table;
-the table is deleted and the servers stopped (by PID) at the end, whatever happened, and
-the servers' log tails are printed when the test failed."""
+"""The `nemesis` fixture: a fresh 3-server ensemble on 127.0.0.1-3 with its own nft table
+(and the case's disk, when it has one) for the test's `case`; the table, the servers
+(by PID) and the mount are removed at the end, whatever happened, and the servers' log
+tails are printed when the test failed."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ensemble.harness import Ensemble
 from tests.nemesis import net
-from tests.nemesis.runner import spread_ensemble
+from tests.nemesis.runner import Rig, spread_ensemble
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -23,12 +23,12 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def nemesis(request, tmp_path) -> Iterator[tuple[Ensemble, net.Firewall]]:
+def nemesis(request, tmp_path, case, seed) -> Iterator[Rig]:
     if shutil.which("nft") is None:
         pytest.fail(net.NFT_MISSING)
-    with spread_ensemble(tmp_path / "ensemble") as (ens, firewall):
+    with spread_ensemble(tmp_path / "ensemble", case, seed) as rig:
         try:
-            yield ens, firewall
+            yield rig
         finally:
             if getattr(request.node, "nemesis_failed", False):
-                print(ens.log_tails(60))
+                print(rig.ens.log_tails(60))

@@ -7,7 +7,8 @@ a lost link would lose them: the sender sees no error, its TCP connection stalls
 timeout. close() deletes the table; no other table is ever touched.
 
 Telling servers apart by address needs `--addresses spread` (server K on 127.0.0.K) and the
-servers' outgoing links bound to their own address (site/sitecustomize.py).
+servers' outgoing links bound to their own address (the product's test hook
+ZKCOMPAT_TEST_BIND_PEER_SOURCE, zkcompat/peer/links.py).
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ No servers here; the firewall tests need root and nft."""
 
 from __future__ import annotations
 
+import random
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
-from tests.nemesis import checks, net
-from tests.nemesis.workload import Layout, Seen
+from tests.nemesis import checks, net, runner
+from tests.nemesis.workload import FencedWrite, Holding, Layout, Seen
 from zkcompat.jute.constants import Code
 from zkcompat.sim.history import (
     Create,
@@ -93,6 +95,37 @@ def test_digests_that_differ_are_caught():
     assert failures[1].startswith("digests differ at zxid 0x100000080"), failures
 
 
+def test_two_lock_holders_at_once_are_caught():
+    ms = 1_000_000
+    fine = [Holding(1, 0x105, 0, 100 * ms), Holding(2, 0x109, 100 * ms, 180 * ms),
+            Holding(1, 0x10c, 200 * ms, 300 * ms)]
+    assert checks.check_lock_exclusive(fine) == []
+    # Client 3 is told it holds the lock while client 2 has not yet called release().
+    overlap = [*fine, Holding(3, 0x10a, 150 * ms, 170 * ms)]
+    failures = checks.check_lock_exclusive(overlap)
+    assert len(failures) == 1 and failures[0].startswith(
+        "client 3 acquired the lock (token 0x10a) 30.0 ms before client 2"), failures
+
+
+def test_a_token_that_does_not_grow_with_acquisitions_is_caught():
+    history = [Holding(1, 0x105, 0, 100), Holding(2, 0x104, 120, 180)]
+    failures = checks.check_lock_exclusive(history)
+    assert failures == ["client 2's token 0x104 is not above the earlier holder client 1's "
+                        "0x105"], failures
+
+
+def test_a_fenced_write_of_an_older_token_acknowledged_later_is_caught():
+    writes = [FencedWrite(1, 0x105, 0, 10, True), FencedWrite(2, 0x109, 20, 30, True),
+              FencedWrite(1, 0x104, 5, None, None),  # unknown: no order, either way
+              FencedWrite(3, 0x10c, 40, 50, False)]  # refused: its lock node was gone
+    assert checks.check_fenced_writes(writes, 0x109) == []
+    stale = [*writes, FencedWrite(1, 0x105, 60, 70, True)]
+    assert "0x105 was acknowledged after client 2's of 0x109" in checks.check_fenced_writes(
+        stale, 0x105)[0]
+    assert "holds 0x105 after the heal, older than the acknowledged token 0x109" in (
+        checks.check_fenced_writes(writes, 0x105)[0])
+
+
 # -- the firewall ---------------------------------------------------------------------------
 
 PEERS = [net.Peer(1, "127.0.0.1", 20001, 20002), net.Peer(2, "127.0.0.2", 20003, 20004),
@@ -123,3 +156,34 @@ def test_the_table_is_gone_after_a_failure_inside():
         assert firewall.name in net.table_names()
         raise RuntimeError("planted")
     assert firewall.name not in net.table_names()
+
+
+# -- a fault that did not bite --------------------------------------------------------------
+
+
+class _Logs:
+    """The two things Nemesis reads of an ensemble to judge a fault: its servers' logs."""
+
+    def __init__(self, logs: dict[int, str]) -> None:
+        self.logs = logs
+
+    def log_size(self, sid: int) -> int:
+        return 0
+
+    def log_since(self, sid: int, offset: int = 0) -> str:
+        return self.logs[sid][offset:]
+
+
+def test_a_fault_nobody_felt_fails_the_round():
+    logs = {1: "event=term_ended role=follower\n", 2: "event=leader_elected\n",
+            3: "event=slow_txn_log_sync write_ms=1203\n"}
+    n = runner.Nemesis(SimpleNamespace(ens=_Logs(logs)), random.Random(0), 1.0, "/p")
+    n.expect_term_end(1)
+    n.expect_log(3, runner.SLOW_SYNC, "never warned of a slow fsync")
+    assert n.felt() == []
+    n.expect_term_end(2)
+    n.expect_log(2, runner.SYNC_FAILED, "did not stop on a failing fsync")
+    assert n.felt() == [
+        "server.2 never ended its term: the fault did nothing (no /event=term_ended/ in its log)",
+        "server.2 did not stop on a failing fsync "
+        "(no /event=txn_log_sync_failed .*action=stop_server/ in its log)"]

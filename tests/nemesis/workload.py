@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
@@ -26,11 +26,15 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcompat.jute.constants import Code
+from zkcompat.recipes.errors import RecipeError
+from zkcompat.recipes.lock import FencedLock
 from zkcompat.sim import history as h
 
 KEYS_PER_ROOT = 3
 OP_TIMEOUT_S = 6.0  # a reply not heard by then is an unknown outcome
 THINK_MAX_S = 0.05
+LOCK_ACQUIRE_S = 6.0  # an acquire() that waits longer gives up (and tries again)
+LOCK_HOLD_MAX_S = 0.1  # held this long at most, around the fenced write
 ERROR_PAUSE_S = 0.2  # after an unknown outcome, before the next request
 SESSION_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 20.0
@@ -64,6 +68,37 @@ class Layout:
         """Created before any client starts: the checker's initial tree (with "/")."""
         return (self.root, self.queue)
 
+    @property
+    def lock(self) -> str:
+        return f"{self.root}/lock"
+
+    @property
+    def fenced(self) -> str:
+        """What lock holders write their token to, fenced by their lock node."""
+        return f"{self.root}/fenced"
+
+
+@dataclass(frozen=True)
+class Holding:
+    """One client held the lock from `acquired` to `ended` (monotonic ns): acquire()
+    returned, then release() was called or its connection went SUSPENDED/LOST."""
+
+    client: int
+    token: int  # the czxid of its lock node (Sequencer.token)
+    acquired: int
+    ended: int
+
+
+@dataclass(frozen=True)
+class FencedWrite:
+    """multi(check the lock node, setData fenced := token); ok None: unknown outcome."""
+
+    client: int
+    token: int
+    invoked: int
+    completed: int | None
+    ok: bool | None
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -84,6 +119,8 @@ class Recorder:
         self.lock = threading.Lock()
         self.operations: list[h.Operation] = []
         self.seen: list[Seen] = []
+        self.holdings: list[Holding] = []
+        self.fenced: list[FencedWrite] = []
         self.unknown_errors: dict[str, int] = {}
 
     def add(self, op: h.Operation) -> None:
@@ -93,6 +130,14 @@ class Recorder:
     def saw(self, seen: Seen) -> None:
         with self.lock:
             self.seen.append(seen)
+
+    def held(self, holding: Holding) -> None:
+        with self.lock:
+            self.holdings.append(holding)
+
+    def fenced_write(self, write: FencedWrite) -> None:
+        with self.lock:
+            self.fenced.append(write)
 
     def unknown(self, error: BaseException) -> None:
         with self.lock:
@@ -111,22 +156,27 @@ def start_client(hosts: str) -> KazooClient:
     return client
 
 
-class Worker(threading.Thread):
-    """One client: one session (a new one if it expires), one request at a time."""
+class Client(threading.Thread):
+    """One recording client on its own thread and session: step() until the run stops."""
+
+    kind = "client"
 
     def __init__(self, cid: int, hosts: str, layout: Layout, recorder: Recorder,
                  stop: threading.Event, seed: int) -> None:
-        super().__init__(name=f"nemesis-client-{cid}", daemon=True)
+        super().__init__(name=f"nemesis-{self.kind}-{cid}", daemon=True)
         self.cid = cid
         self.layout = layout
         self.recorder = recorder
         self.stop_event = stop
         self.rng = random.Random(seed)
         self.client = start_client(hosts)
-        self.versions: dict[str, int] = {}
-        self.n = 0
-        self.index = 0
+        self.sessions_lost = 0  # expired while the run went on (not the close at the end)
+        self.client.add_listener(self._state_changed)
         self.died: BaseException | None = None
+
+    def _state_changed(self, state: KazooState) -> None:
+        if state == KazooState.LOST and not self.stop_event.is_set():
+            self.sessions_lost += 1
 
     def run(self) -> None:
         try:
@@ -137,12 +187,25 @@ class Worker(threading.Thread):
             self.died = e
             raise
 
+    def step(self) -> None:
+        raise NotImplementedError
+
     def close(self) -> None:
         try:
             self.client.stop()
             self.client.close()
         except Exception:  # noqa: BLE001 - teardown of a client whose servers may be gone
             pass
+
+
+class Worker(Client):
+    """One client: one session (a new one if it expires), one request at a time."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.versions: dict[str, int] = {}
+        self.n = 0
+        self.index = 0
 
     # -- one request ------------------------------------------------------------------
 
@@ -262,3 +325,64 @@ class Worker(threading.Thread):
         data, stat = got
         self.versions[key] = stat.version
         self.recorder.saw(Seen(self.cid, session, self.index, key, stat.mzxid, False))
+
+
+class LockWorker(Client):
+    """One client that takes the lock, writes its token fenced by it, and releases it."""
+
+    kind = "locker"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lock = FencedLock(self.client, self.layout.lock, identifier=f"c{self.cid}")
+        self.trouble_ns: int | None = None  # the first SUSPENDED/LOST while holding
+        self.holding = False
+
+    def _state_changed(self, state: KazooState) -> None:
+        # kazoo's connection thread, at the moment the lock recipe sees it too
+        if state != KazooState.CONNECTED and self.holding and self.trouble_ns is None:
+            self.trouble_ns = time.monotonic_ns()
+        super()._state_changed(state)
+
+    def step(self) -> None:
+        try:
+            sequencer = self.lock.acquire(timeout=LOCK_ACQUIRE_S)
+        except (RecipeError, KazooException, KazooTimeoutError) as e:
+            self.recorder.unknown(e)  # not acquired: it does nothing under the lock
+            self.stop_event.wait(ERROR_PAUSE_S)
+            return
+        acquired = time.monotonic_ns()
+        self.trouble_ns, self.holding = None, True
+        if self.client.state != KazooState.CONNECTED:  # trouble before the listener looked
+            self.trouble_ns = acquired
+        try:
+            self.stop_event.wait(self.rng.uniform(0, LOCK_HOLD_MAX_S / 2))
+            if self.lock.is_held and self.trouble_ns is None:
+                self._fenced_write(sequencer)
+            self.stop_event.wait(self.rng.uniform(0, LOCK_HOLD_MAX_S / 2))
+        finally:
+            released = time.monotonic_ns()
+            self.holding = False
+            trouble = self.trouble_ns
+            self.recorder.held(Holding(self.cid, sequencer.token, acquired,
+                                       released if trouble is None else min(trouble, released)))
+            try:
+                self.lock.release()
+            except (RecipeError, KazooException, KazooTimeoutError) as e:
+                self.recorder.unknown(e)  # the session's end releases it
+
+    def _fenced_write(self, sequencer) -> None:
+        txn = self.client.transaction()
+        txn.check(f"{sequencer.lock_path}/{sequencer.node}", -1)
+        txn.set_data(self.layout.fenced, str(sequencer.token).encode())
+        invoked = time.monotonic_ns()
+        try:
+            results = txn.commit_async().get(OP_TIMEOUT_S)
+        except (KazooException, KazooTimeoutError) as e:
+            self.recorder.unknown(e)
+            self.recorder.fenced_write(FencedWrite(self.cid, sequencer.token, invoked, None,
+                                                   None))
+            return
+        ok = not any(isinstance(r, Exception) for r in results)
+        self.recorder.fenced_write(FencedWrite(self.cid, sequencer.token, invoked,
+                                               time.monotonic_ns(), ok))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -30,6 +31,21 @@ from zkcompat.security.unified import (
 from zkcompat.security.unified import remote_of as _remote
 
 log = logging.getLogger(__name__)
+
+# A test hook for real processes (docs/faults.md): set to 1, this server's outgoing links
+# leave from its own server.N address, as from a host of its own. On loopback they would
+# all leave from 127.0.0.1, and a firewall could not tell the servers apart. Only tests set it.
+TEST_BIND_PEER_SOURCE_ENV = "ZKCOMPAT_TEST_BIND_PEER_SOURCE"
+_peer_source_host: str | None = None
+
+
+def bind_peer_source(own_host: str, environ=os.environ) -> None:
+    """Switch the hook on for this process, if the environment asks; logs that it did."""
+    global _peer_source_host
+    if environ.get(TEST_BIND_PEER_SOURCE_ENV) != "1":
+        return
+    _peer_source_host = own_host
+    log.warning("event=test_hook_enabled hook=bind_peer_source host=%s", own_host)
 
 
 class _Gate(asyncio.Protocol):
@@ -270,7 +286,8 @@ async def open_link(security: QuorumTls | None, host: str, port: int, timeout_s:
         transport, _ = await asyncio.wait_for(
             loop.create_connection(lambda: gate, host, port, ssl=context,
                                    ssl_handshake_timeout=(security.detection_timeout_s
-                                                          if tls_on else None)),
+                                                          if tls_on else None),
+                                   local_addr=(_peer_source_host, 0) if _peer_source_host else None),
             timeout_s)
     except ssl.SSLError as e:
         raise ConnectionError(f"TLS handshake with {host}:{port} failed: {failure_reason(e)}") from None

@@ -12,7 +12,7 @@ import time
 from aiohttp import web
 
 from zkcompat.config import Config
-from zkcompat.peer import roles
+from zkcompat.peer import links, roles
 from zkcompat.peer.quorum_peer import QuorumPeer
 from zkcompat.security import sasl as security_sasl
 from zkcompat.security import tls as security_tls
@@ -173,6 +173,7 @@ async def serve(config: Config, ready: asyncio.Future | None = None) -> None:
         log.warning("event=force_sync_off detail=%r",
                     "forceSync=no: acknowledged writes can be lost on power failure")
     if config.is_ensemble:
+        links.bind_peer_source(config.servers[config.server_id].host)
         ctx = _build(config)
         ctx.serving = False
         ctx.mode = "looking"
