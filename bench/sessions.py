@@ -14,6 +14,7 @@ import selectors
 import socket
 import statistics
 import struct
+import threading
 import time
 import uuid
 from array import array
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from bench import wire
 from bench.loadgen import LoadPlan, run_load, total_cpu_seconds, total_rss_bytes
 from bench.scenarios import MB, SATURATED, Row
-from bench.servers import Target, raise_nofile_limit
+from bench.servers import HOST, Target, raise_nofile_limit
 from bench.workloads import GetDataWorkload
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import EventType, OpCode
@@ -38,6 +39,8 @@ RECV_BYTES = 1 << 16
 OPEN_BATCH = 16  # handshakes in flight per client process, well inside a listen backlog of 50
 OPEN_TIMEOUT_S = 300.0  # a client process that has not opened its share by then gives up
 CLOSE_TIMEOUT_S = 30.0  # how long closeSession replies are waited for, all sessions together
+READ_INTERVAL_S = 0.002  # PacedReader's pause between reads: ~500 reads/s
+BASELINE_S = 2.0  # a PacedReader's reads before what it is beside begins, to compare with
 FD_MARGIN = 64  # descriptors a process needs besides its sessions
 COMMAND_TIMEOUT_S = 60.0  # a HeldSessions client process answers a command within this
 RECONNECT_PAUSE_S = 1.0  # ClientCnxn.startConnect: a random pause up to 1 s before each try
@@ -141,6 +144,59 @@ def _drain(sel: selectors.BaseSelector, until: float, on_frame) -> None:
             for body in sess.reader.feed(data):
                 if on_frame(sess, unpack(body)[0], now, body):
                     return
+
+
+class PacedReader:
+    """One session on one server reading random nodes of `paths`, one read every
+    READ_INTERVAL_S or so (a small load, beside what is measured), in a thread, each
+    read's start and latency kept; `window` gives the latencies started inside it."""
+
+    def __init__(self, port: int, paths: list[str]) -> None:
+        self.port = port
+        self.paths = paths
+        self.started = array("d")
+        self.latency_ms = array("d")
+        self.errors = 0
+        self.failure: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paced-reader", daemon=True)
+
+    def _run(self) -> None:
+        rng = random.Random(27)
+        try:
+            session = wire.SyncSession(HOST, self.port)
+        except (OSError, wire.WireError) as e:
+            self.failure = f"{type(e).__name__}: {e}"
+            return
+        try:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                err, _ = session.get_data(rng.choice(self.paths))
+                self.latency_ms.append((time.monotonic() - t0) * 1000)
+                self.started.append(t0)
+                self.errors += err != 0
+                self._stop.wait(READ_INTERVAL_S)
+        except (OSError, wire.WireError) as e:
+            self.failure = f"{type(e).__name__}: {e}"
+        finally:
+            session.close()
+
+    def __enter__(self) -> PacedReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, t0: float, t1: float) -> list[float]:
+        return sorted(lat for start, lat in zip(self.started, self.latency_ms, strict=True)
+                      if t0 <= start < t1)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q quantile of already sorted values; None for none."""
+    return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
 def _data_changed(body: bytes) -> bool:
