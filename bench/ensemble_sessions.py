@@ -85,6 +85,27 @@ def _watch_count(ensemble: ManagedEnsemble) -> int | None:
     return sum(int(c) for c in counts) if None not in counts else None
 
 
+def _digest_log(member) -> dict[int, str]:
+    """The `hash` command's digest history: zxid -> the tree's digest after it."""
+    out = {}
+    for line in (wire.four_letter_word(HOST, member.port, "hash") or "").splitlines():
+        zxid, sep, digest = line.partition(":")
+        try:
+            if sep:
+                out[int(zxid.strip(), 16)] = digest.strip()
+        except ValueError:
+            continue
+    return out
+
+
+def compare_digests(ensemble: ManagedEnsemble) -> tuple[int, int]:
+    """(zxids every member has a digest for, how many of them differ between members)."""
+    logs = [_digest_log(m) for m in ensemble.members]
+    common = set.intersection(*(set(log) for log in logs)) if logs else set()
+    differ = sum(1 for z in common if len({log[z] for log in logs}) > 1)
+    return len(common), differ
+
+
 class TreeReadWorkload(Workload):
     """getData of the loaded tree's parents (1 KB each), in a random order per session."""
 
@@ -228,11 +249,14 @@ class Connected:
         followers = [v for m in e.members if m is not leader and (v := stalls[m.myid])
                      is not None]
         lost = self.total - self.live()
+        time.sleep(RSS_SETTLE_S)  # every member applies the last writes
+        compared, differ = compare_digests(e)
         self.log(f"  steady load on {e.kind}: {reads.throughput:,.0f} reads/s (p99 "
                  f"{reads.percentile(0.99):.2f} ms), {writes.throughput:,.0f} writes/s (p99 "
                  f"{writes.percentile(0.99):.2f} ms), ping p99 "
                  f"{percentile(pings, 0.99) or float('nan'):.2f} ms, loop stall max "
-                 f"{stalls}, sessions lost {lost}")
+                 f"{stalls}, sessions lost {lost}; digests at {compared} zxids, "
+                 f"{differ} differ")
         rows = []
         for name, res, rate in (("getData", reads, sizes.read_rate),
                                 ("setData", writes, sizes.write_rate)):
@@ -257,6 +281,8 @@ class Connected:
             ("event-loop stall max, worst follower (ms)", "{:.1f}",
              max(followers) if followers else None),
             ("held sessions lost", "{:,.0f}", lost),
+            ("zxids whose tree digest every server logged (hash)", "{:,.0f}", compared),
+            ("... of them with digests that differ between servers", "{:,.0f}", differ),
         ]
 
     def fanout(self, e: ManagedEnsemble, root: str, parents: list[str]) -> list:
@@ -353,7 +379,8 @@ class Connected:
                 if (len(from_dead) + expired >= on_dead and not down) \
                         or time.monotonic() > deadline:
                     seen.update(killed=killed, down=down, moves=moves, expired=expired,
-                                from_dead=from_dead, at=time.monotonic())
+                                from_dead=from_dead, at=time.monotonic(),
+                                gave_up=[g for rep in reps for g in rep[4]])
                     return
                 time.sleep(POLL_S)
 
@@ -364,7 +391,9 @@ class Connected:
         self.log(f"  failover on {e.kind}: first write {acked * 1000:.0f} ms after kill -9, "
                  f"{len(back_dead):,} of {on_dead:,} sessions of the dead leader back after "
                  f"{max(back_dead, default=float('nan')):,.0f} ms, {len(others):,} others "
-                 f"moved, expired {seen['expired']}, still down {len(seen['down'])}")
+                 f"moved, expired {seen['expired']}, still down {len(seen['down'])}, "
+                 f"unanswered attempts (server, s after the kill) "
+                 f"{[(g[0] + 1, round(g[1] - killed, 2)) for g in seen['gave_up']][:10]}")
         return [
             ("first acknowledged write after kill -9 (ms)", "{:,.0f}", acked * 1000),
             ("sessions on the killed leader", "{:,.0f}", on_dead),
@@ -379,4 +408,6 @@ class Connected:
             ("sessions expired (target 0)", "{:,.0f}", seen["expired"]),
             (f"sessions still disconnected after {RECONNECT_LIMIT_S:g} s", "{:,.0f}",
              len(seen["down"])),
+            ("reconnect attempts a server accepted and never answered (given up after "
+             f"{SESSION_TIMEOUT_MS / 1000 / n:g} s)", "{:,.0f}", len(seen["gave_up"])),
         ]

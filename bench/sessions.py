@@ -343,6 +343,7 @@ class _Holder:
         self.retry: list[tuple[float, int, wire.SyncSession]] = []
         self.moves: list[tuple[float, float, int, int]] = []  # lost, back, from, to
         self.expired = 0
+        self.gave_up = []  # (address, started) of attempts that timed out without an answer
         self._checked_attempts = 0.0
 
     def open(self, n: int, deadline: float) -> str | None:
@@ -490,6 +491,7 @@ class _Holder:
         limit_s = self.timeout_ms / 1000 / len(self.addresses)
         for s, started in list(self.connecting.items()):
             if now - started > limit_s:
+                self.gave_up.append((self.home[s], started))
                 self._attempt_failed(s, now)
 
     def service(self, timeout_s: float) -> None:
@@ -566,12 +568,13 @@ class _Holder:
 
     def reconnections(self) -> tuple:
         """(sessions open, [(lost at, from address) of those reconnecting], [(lost, back,
-        from, to) of those back], expired), since the last `forget_moves`."""
+        from, to) of those back], expired, [(address, started) of attempts given up
+        unanswered]), since the last `forget_moves`."""
         live = len(self.sessions) - len(self.dead)
-        return live, list(self.down.values()), list(self.moves), self.expired
+        return live, list(self.down.values()), list(self.moves), self.expired, self.gave_up
 
     def forget_moves(self) -> None:
-        self.moves, self.expired = [], 0
+        self.moves, self.expired, self.gave_up = [], 0, []
 
     def live(self) -> list[wire.SyncSession]:
         return [s for s in self.sessions if s not in self.dead and s not in self.down]
