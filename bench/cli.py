@@ -18,8 +18,13 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
 loaded with N znodes of 1 KB (full 1,000,000, quick 100,000) under thousands of parents,
 some deep, through the client API (creates per second, RSS per server and per znode); then
 one follower restarts on its own data (until it serves), and one is wiped and rejoins by a
-SNAP (until it serves, MB/s, the leader's getData p99 meanwhile). ZooKeeper gets a heap
-sized from N, printed with the figures.
+SNAP (until it serves, MB/s, the leader's getData p99 meanwhile). Then, on the same
+ensemble, S sessions per server (full 12,000, quick 3,000) with 5 watches each (RSS per
+session and per watch, ping p99), a steady offered load beside them (50,000 getData/s and
+2,000 setData/s for 60 s: achieved rates, p50/p99/p999, event-loop stalls), one setData
+watched by every session (until the last event), and kill -9 of the leader (first
+acknowledged write, every session reconnected, none expired). --scale-phases picks
+phases. ZooKeeper gets a heap sized from N, printed with the figures.
 
   scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
   scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
@@ -27,6 +32,9 @@ sized from N, printed with the figures.
                                 the scale checks alone (about 6 minutes)
   scripts/bench --scale-ensemble --scale-znodes 100000 --workloads '' --fanout 0 --idle 0 \
       --no-recovery             the ensemble scale suite alone, 100,000 znodes
+  scripts/bench --scale-ensemble --scale-znodes 20000 --scale-sessions-per-server 3000 \
+      --scale-steady-s 15 --workloads '' --fanout 0 --idle 0 --no-recovery
+                                all of it, reduced (about 3 minutes)
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it

@@ -255,7 +255,8 @@ class Connected:
                  f"{reads.percentile(0.99):.2f} ms), {writes.throughput:,.0f} writes/s (p99 "
                  f"{writes.percentile(0.99):.2f} ms), ping p99 "
                  f"{percentile(pings, 0.99) or float('nan'):.2f} ms, loop stall max "
-                 f"{stalls}, sessions lost {lost}; digests at {compared} zxids, "
+                 f"{ {k: round(v) for k, v in stalls.items() if v is not None} }, sessions "
+                 f"lost {lost}; digests at {compared} zxids, "
                  f"{differ} differ")
         rows = []
         for name, res, rate in (("getData", reads, sizes.read_rate),
