@@ -18,8 +18,13 @@ watched by 10,000 sessions (until every NodeDataChanged arrived). --quick scales
 loaded with N znodes of 1 KB (full 1,000,000, quick 100,000) under thousands of parents,
 some deep, through the client API (creates per second, RSS per server and per znode); then
 one follower restarts on its own data (until it serves), and one is wiped and rejoins by a
-SNAP (until it serves, MB/s, the leader's getData p99 meanwhile). ZooKeeper gets a heap
-sized from N, printed with the figures.
+SNAP (until it serves, MB/s, the leader's getData p99 meanwhile). Then, on the same
+ensemble, S sessions per server (full 12,000, quick 3,000) with 5 watches each (RSS per
+session and per watch, ping p99), a steady offered load beside them (50,000 getData/s and
+2,000 setData/s for 60 s: achieved rates, p50/p99/p999, event-loop stalls), one setData
+watched by every session (until the last event), and kill -9 of the leader (first
+acknowledged write, every session reconnected, none expired). --scale-phases picks
+phases. ZooKeeper gets a heap sized from N, printed with the figures.
 
   scripts/bench                 full: 3 x 15 s per case, recovery of 1,000,000 znodes
   scripts/bench --quick         1.5 s per case, 100,000 znodes (under 3 minutes)
@@ -27,6 +32,9 @@ sized from N, printed with the figures.
                                 the scale checks alone (about 6 minutes)
   scripts/bench --scale-ensemble --scale-znodes 100000 --workloads '' --fanout 0 --idle 0 \
       --no-recovery             the ensemble scale suite alone, 100,000 znodes
+  scripts/bench --scale-ensemble --scale-znodes 20000 --scale-sessions-per-server 3000 \
+      --scale-steady-s 15 --workloads '' --fanout 0 --idle 0 --no-recovery
+                                all of it, reduced (about 3 minutes)
   scripts/bench --workloads get --levels 1x1 --fanout 0 --idle 0 --no-recovery
   scripts/bench --connect zkc=127.0.0.1:2181,127.0.0.1:2182 --workloads set
                                 an ensemble already running: no CPU or RSS for it
@@ -55,7 +63,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import ensemble_scale, failover, report, scale, scenarios, sessions
+from bench import ensemble_scale, ensemble_sessions, failover, report, scale, scenarios, sessions
 from bench.servers import (
     ENSEMBLE_KINDS,
     ENSEMBLE_SIZES,
@@ -70,11 +78,13 @@ KINDS = ("zkcompat", "zookeeper")
 FULL = {"duration": 15.0, "warmup": 3.0, "repeats": 3, "znodes": 1_000_000,
         "fanout_rounds": 20, "server_warmup": 15.0,
         "scale_sessions": 10_000, "scale_hold": 20.0, "scale_watches": 500_000,
-        "scale_fanout": 10_000, "scale_rounds": 5, "scale_znodes": 1_000_000}
+        "scale_fanout": 10_000, "scale_rounds": 5, "scale_znodes": 1_000_000,
+        "scale_sessions_per_server": 12_000, "scale_steady_s": 60.0}
 QUICK = {"duration": 1.5, "warmup": 0.5, "repeats": 1, "znodes": 100_000, "fanout_rounds": 5,
          "server_warmup": 4.0,
          "scale_sessions": 10_000, "scale_hold": 8.0, "scale_watches": 50_000,
-         "scale_fanout": 10_000, "scale_rounds": 3, "scale_znodes": 100_000}
+         "scale_fanout": 10_000, "scale_rounds": 3, "scale_znodes": 100_000,
+         "scale_sessions_per_server": 3_000, "scale_steady_s": 15.0}
 LEVELS = "1x1,8x32,64x16"  # sessions x requests in flight per session
 # scripts/bench first runs this module with PARSE_ONLY_ENV set, before it installs anything:
 # --help, a usage error (2) and --dry-run end there; a real run exits with one of these,
@@ -142,6 +152,21 @@ def parser() -> argparse.ArgumentParser:
                    f"{ensemble_scale.PARENTS_MAX:,})")
     p.add_argument("--scale-ensemble-servers", type=int, default=3, metavar="N",
                    help="ensemble scale: servers per ensemble (3, 5 or 7; default %(default)s)")
+    p.add_argument("--scale-phases", default=",".join(ensemble_scale.PHASES),
+                   help="ensemble scale: the phases to run, in this order whatever the order "
+                   "given (default %(default)s; load always; steady, fanout and failover "
+                   "need sessions)")
+    p.add_argument("--scale-sessions-per-server", type=int, metavar="N",
+                   help="ensemble scale: sessions held on each server, 5 watches each "
+                   "(full 12,000, quick 3,000)")
+    p.add_argument("--scale-read-rate", type=float, default=50_000.0, metavar="PER_S",
+                   help="ensemble scale: getData/s offered in the steady phase "
+                   "(default %(default)g)")
+    p.add_argument("--scale-write-rate", type=float, default=2_000.0, metavar="PER_S",
+                   help="ensemble scale: setData/s offered in the steady phase "
+                   "(default %(default)g)")
+    p.add_argument("--scale-steady-s", type=float, metavar="SECONDS",
+                   help="ensemble scale: how long the steady load runs (full 60, quick 15)")
     p.add_argument("--scale-heap-mb", type=int, metavar="MB",
                    help="ensemble scale: ZooKeeper's -Xmx per server (default sized from "
                    "--scale-znodes, at least 1,024)")
@@ -217,6 +242,19 @@ def resolve(argv: list[str] | None = None) -> argparse.Namespace:
                 or (args.scale_heap_mb is not None and args.scale_heap_mb < 64):
             p.error("--scale-znodes and --scale-parents must be at least 1, "
                     "--scale-data-bytes not negative, --scale-heap-mb at least 64")
+        phases = [x.strip() for x in args.scale_phases.split(",") if x.strip()]
+        unknown = [x for x in phases if x not in ensemble_scale.PHASES]
+        if unknown or "load" not in phases:
+            p.error(f"--scale-phases: of {', '.join(ensemble_scale.PHASES)}, load among "
+                    f"them{f'; unknown {unknown}' if unknown else ''}")
+        if "sessions" not in phases and set(phases) & set(ensemble_scale.NEED_SESSIONS):
+            p.error(f"--scale-phases: {', '.join(ensemble_scale.NEED_SESSIONS)} run on the "
+                    "sessions phase's sessions: add sessions")
+        args.scale_phases = tuple(x for x in ensemble_scale.PHASES if x in phases)
+        if args.scale_sessions_per_server < 1 or args.scale_read_rate <= 0 \
+                or args.scale_write_rate <= 0 or args.scale_steady_s <= 0:
+            p.error("--scale-sessions-per-server must be at least 1, --scale-read-rate, "
+                    "--scale-write-rate and --scale-steady-s positive")
     if args.ensemble != 1:
         if args.ensemble not in ENSEMBLE_SIZES:
             p.error(f"--ensemble: {args.ensemble} servers; an ensemble here has "
@@ -257,7 +295,11 @@ def plan_of(args: argparse.Namespace) -> dict:
             "servers": args.scale_ensemble_servers, "znodes": args.scale_znodes,
             "data_bytes": args.scale_data_bytes,
             "parents": _ensemble_sizes(args).parent_count,
-            "zookeeper_heap_mb": _ensemble_sizes(args).zookeeper_heap_mb},
+            "zookeeper_heap_mb": _ensemble_sizes(args).zookeeper_heap_mb,
+            "phases": list(args.scale_phases),
+            "sessions_per_server": args.scale_sessions_per_server,
+            "read_rate": args.scale_read_rate, "write_rate": args.scale_write_rate,
+            "steady_s": args.scale_steady_s},
         "server_warmup_s": args.server_warmup,
         "duration_s": args.duration, "warmup_s": args.warmup, "repeats": args.repeats,
         "clients": {"processes": args.processes, "sessions": args.sessions,
@@ -269,7 +311,10 @@ def _ensemble_sizes(args: argparse.Namespace) -> ensemble_scale.EnsembleScaleSiz
     return ensemble_scale.EnsembleScaleSizes(
         znodes=args.scale_znodes, data_bytes=args.scale_data_bytes,
         parents=args.scale_parents, servers=args.scale_ensemble_servers,
-        heap_mb=args.scale_heap_mb)
+        heap_mb=args.scale_heap_mb, phases=tuple(args.scale_phases),
+        sessions=ensemble_sessions.SessionSizes(
+            per_server=args.scale_sessions_per_server, read_rate=args.scale_read_rate,
+            write_rate=args.scale_write_rate, steady_s=args.scale_steady_s))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,18 +9,17 @@ from __future__ import annotations
 import math
 import random
 import re
-import threading
 import time
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from bench import failover, wire
+from bench import ensemble_sessions, failover, wire
 from bench.loadgen import LoadPlan, run_load
 from bench.scenarios import MB, RSS_SETTLE_S, ClientShape, Row
 from bench.servers import HOST, ManagedEnsemble, ManagedServer
+from bench.sessions import BASELINE_S, PacedReader, percentile
 from bench.workloads import SessionSlot, Workload
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
@@ -41,8 +40,6 @@ HEAP_BASE_MB = 512
 HEAP_OVERHEAD_PER_ZNODE_B = 512
 HEAP_HEADROOM = 2
 HEAP_MIN_MB = 1024
-READ_INTERVAL_S = 0.002  # the reader's pause between reads: a small load, ~500 reads/s
-READER_BASELINE_S = 2.0  # the leader's read latency with nothing else going on, first
 SERVE_TIMEOUT_S = 900.0  # a wiped follower fetching a gigabyte, on a busy box
 COUNT_TIMEOUT_S = 30.0  # a follower that serves has every committed znode soon after
 # zkcompat's own log lines: the leader's SNAP stream, a learner's sync when it serves
@@ -53,6 +50,8 @@ SERVING_SYNC = re.compile(r"event=serving mode=follower .*sync_ms=([0-9]+)")
 ZK_SNAP_SYNC = re.compile(r"^(\S+ \S+) .*Getting a snapshot from leader.*?\n"
                           r"(?:.*\n)*?(\S+ \S+) .*Snapshot taken in", re.MULTILINE)
 LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"
+PHASES = ("load", "restart", "rejoin", "sessions", "steady", "fanout", "failover")
+NEED_SESSIONS = ("steady", "fanout", "failover")  # on the sessions that phase opened
 
 
 @dataclass
@@ -62,6 +61,9 @@ class EnsembleScaleSizes:
     parents: int | None = None  # None: one per ZNODES_PER_PARENT znodes (one deep at least)
     servers: int = 3
     heap_mb: int | None = None  # ZooKeeper's -Xmx per server; None: sized from znodes
+    phases: tuple[str, ...] = PHASES  # in PHASES' order; "load" first, always
+    sessions: ensemble_sessions.SessionSizes = field(
+        default_factory=ensemble_sessions.SessionSizes)
 
     @property
     def parent_count(self) -> int:
@@ -125,57 +127,6 @@ class TreeWorkload(Workload):
             yield OpCode.CREATE, r.CreateRequest(f"{parent}/{slot.tag}-{seq:08d}",
                                                  pool[seq % DATA_POOL], acl, 0)
             seq += 1
-
-
-class _LeaderReader:
-    """One session on one server reading random parents' data, one read every
-    READ_INTERVAL_S or so, in a thread, each read's start and latency kept; `window` gives the latencies started inside it."""
-
-    def __init__(self, port: int, paths: list[str]) -> None:
-        self.port = port
-        self.paths = paths
-        self.started = array("d")
-        self.latency_ms = array("d")
-        self.errors = 0
-        self.failure: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="leader-reader", daemon=True)
-
-    def _run(self) -> None:
-        rng = random.Random(27)
-        try:
-            session = wire.SyncSession(HOST, self.port)
-        except (OSError, wire.WireError) as e:
-            self.failure = f"{type(e).__name__}: {e}"
-            return
-        try:
-            while not self._stop.is_set():
-                t0 = time.monotonic()
-                err, _ = session.get_data(rng.choice(self.paths))
-                self.latency_ms.append((time.monotonic() - t0) * 1000)
-                self.started.append(t0)
-                self.errors += err != 0
-                self._stop.wait(READ_INTERVAL_S)
-        except (OSError, wire.WireError) as e:
-            self.failure = f"{type(e).__name__}: {e}"
-        finally:
-            session.close()
-
-    def __enter__(self) -> _LeaderReader:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def window(self, t0: float, t1: float) -> list[float]:
-        return sorted(lat for start, lat in zip(self.started, self.latency_ms, strict=True)
-                      if t0 <= start < t1)
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
 def _znode_count(server: ManagedServer) -> int | None:
@@ -306,9 +257,9 @@ def _rejoin(ensemble: ManagedEnsemble, wl: TreeWorkload,
     leader = failover.find_leader(ensemble)
     follower = _followers(ensemble)[-1]
     data_size = int(wire.mntr(HOST, leader.port).get("zk_approximate_data_size", 0))
-    with _LeaderReader(leader.port, wl.parents) as reader:
+    with PacedReader(leader.port, wl.parents) as reader:
         t_base = time.monotonic()
-        time.sleep(READER_BASELINE_S)
+        time.sleep(BASELINE_S)
         spawned, serving, seconds = _rejoin_until_serving(follower, leader, wl.parents[-1],
                                                           wipe=True)
     if reader.failure or reader.errors:
@@ -323,8 +274,8 @@ def _rejoin(ensemble: ManagedEnsemble, wl: TreeWorkload,
     sync_s = sync_ms / 1000 if sync_ms is not None else _zookeeper_snap_sync_s(follower)
     log(f"  rejoin on {ensemble.kind}: wiped follower {follower.myid} serves after "
         f"{seconds:.2f} s ({data_size / MB / seconds:,.1f} MB/s of tree data), leader getData "
-        f"p99 {_pct(during, 0.99) or float('nan'):.2f} ms over {len(during):,} reads "
-        f"(before: {_pct(before, 0.99) or float('nan'):.2f} ms)")
+        f"p99 {percentile(during, 0.99) or float('nan'):.2f} ms over {len(during):,} reads "
+        f"(before: {percentile(before, 0.99) or float('nan'):.2f} ms)")
     return [
         ("until the wiped follower serves (s)", "{:.2f}", seconds),
         ("tree data + paths sent (approximate_data_size, MB)", "{:,.1f}", data_size / MB),
@@ -333,10 +284,10 @@ def _rejoin(ensemble: ManagedEnsemble, wl: TreeWorkload,
         ("MB/s: that data over the streaming time", "{:,.1f}",
          data_size / MB / stream_s if stream_s else None),
         ("the follower's sync, SNAP installed, its log (s)", "{:.2f}", sync_s),
-        ("leader getData p99 before the rejoin (ms)", "{:.2f}", _pct(before, 0.99)),
-        ("leader getData p50 during the rejoin (ms)", "{:.2f}", _pct(during, 0.5)),
-        ("leader getData p99 during the rejoin (ms)", "{:.2f}", _pct(during, 0.99)),
-        ("leader getData max during the rejoin (ms)", "{:.1f}", _pct(during, 1.0)),
+        ("leader getData p99 before the rejoin (ms)", "{:.2f}", percentile(before, 0.99)),
+        ("leader getData p50 during the rejoin (ms)", "{:.2f}", percentile(during, 0.5)),
+        ("leader getData p99 during the rejoin (ms)", "{:.2f}", percentile(during, 0.99)),
+        ("leader getData max during the rejoin (ms)", "{:.1f}", percentile(during, 1.0)),
         ("leader getData reads during the rejoin", "{:,.0f}", len(during)),
         ("its znodes (mntr), as many as the leader's", "{:,.0f}", _znode_count(follower)),
         ("its RSS after the rejoin (MB)", "{:,.0f}", rss / MB),
@@ -350,31 +301,50 @@ def run(kinds: list[str], workdir: Path, sizes: EnsembleScaleSizes, shape: Clien
     failures = failures if failures is not None else []
     heap = f"-Xmx{sizes.zookeeper_heap_mb}m"
     n = sizes.servers
-    phases: list[tuple[str, Callable]] = [
-        (f"ensemble scale ({n} servers): load {sizes.znodes:,} znodes x {sizes.data_bytes:,} "
-         f"B under {sizes.parent_count:,} parents",
-         lambda e, wl: _load(e, wl, sizes, shape, log)),
-        ("ensemble scale: restart one follower on its own data",
-         lambda e, wl: _restart(e, wl, log)),
-        ("ensemble scale: wipe one follower, it rejoins (SNAP)",
-         lambda e, wl: _rejoin(e, wl, log)),
-    ]
+    ss = sizes.sessions
+    total = ss.per_server * n
+    # name -> (section, phase(ensemble, tree workload, the kind's connected sessions))
+    every: dict[str, tuple[str, Callable]] = {
+        "load": (f"ensemble scale ({n} servers): load {sizes.znodes:,} znodes x "
+                 f"{sizes.data_bytes:,} B under {sizes.parent_count:,} parents",
+                 lambda e, wl, _c: _load(e, wl, sizes, shape, log)),
+        "restart": ("ensemble scale: restart one follower on its own data",
+                    lambda e, wl, _c: _restart(e, wl, log)),
+        "rejoin": ("ensemble scale: wipe one follower, it rejoins (SNAP)",
+                   lambda e, wl, _c: _rejoin(e, wl, log)),
+        "sessions": (f"ensemble scale: {total:,} sessions ({ss.per_server:,} per server), "
+                     f"{ensemble_sessions.WATCHES_PER_SESSION} watches each",
+                     lambda e, wl, c: c.sessions(e, wl.root, wl.parents)),
+        "steady": (f"ensemble scale: {ss.read_rate:,.0f} getData/s + {ss.write_rate:,.0f} "
+                   f"setData/s offered for {ss.steady_s:g} s, sessions connected",
+                   lambda e, wl, c: c.steady(e, wl.root, wl.parents)),
+        "fanout": ("ensemble scale: one setData watched by every session "
+                   f"({ensemble_sessions.FANOUT_ROUNDS} rounds)",
+                   lambda e, wl, c: c.fanout(e, wl.root, wl.parents)),
+        "failover": ("ensemble scale: kill -9 of the leader, every session connected",
+                     lambda e, wl, c: c.failover(e, wl.root, wl.parents)),
+    }
+    phases = [every[name] for name in PHASES if name in sizes.phases]
     log(f"ensemble scale: {n} servers of each kind, {sizes.znodes:,} znodes of "
-        f"{sizes.data_bytes:,} B; ZooKeeper's heap {heap} per server")
+        f"{sizes.data_bytes:,} B; ZooKeeper's heap {heap} per server; phases "
+        f"{', '.join(p for p in PHASES if p in sizes.phases)}")
     rows: dict[tuple[str, str], Row] = {}
     for kind in kinds:
         ensemble = ManagedEnsemble(kind, workdir / kind, n, jvm_heap=heap)
+        ensemble_sessions.enable_loop_stall_metrics(ensemble)
         wl = TreeWorkload("/scale", sizes.parent_count, sizes.data_bytes)
+        connected = ensemble_sessions.Connected(ss, sizes.data_bytes, log)
         try:
             ensemble.start("/")
             for section, phase in phases:
-                for metric, fmt, value in phase(ensemble, wl):
+                for metric, fmt, value in phase(ensemble, wl, connected):
                     row = rows.setdefault((section, metric), Row(section, metric, fmt=fmt))
                     row.values[kind] = value
         except Exception as e:  # noqa: BLE001 - reported; the other kind still runs
             failures.append(f"ensemble scale on {kind}: {type(e).__name__}: {e}")
             log(f"  ensemble scale on {kind} FAILED: {type(e).__name__}: {e}")
         finally:
+            connected.close()
             ensemble.stop()
     heap_row = Row(phases[0][0], "ZooKeeper heap given per server (MB)", fmt="{:,.0f}",
                    values={"zookeeper": sizes.zookeeper_heap_mb} if "zookeeper" in kinds

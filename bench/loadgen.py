@@ -3,7 +3,10 @@
 Each process opens its sessions (spread round robin over the target's addresses), keeps
 `inflight` requests outstanding on each (a reply sends the next one), and reports the
 replies that arrived inside the measured window, their latencies and error codes. Either
-a duration (throughput) or a total number of requests (loading data) ends the run.
+a duration (throughput) or a total number of requests (loading data) ends the run. With
+a rate the load is offered instead, open loop: requests go out at that pace to sessions
+with fewer than `inflight` outstanding, and those due when every session is full are
+counted as missed, not sent later. `run_loads` runs several plans side by side.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ READY_TIMEOUT_S = 60.0
 RESULT_GRACE_S = 120.0  # after the planned end, how long a client process may take to report
 START_DELAY_S = 0.3  # every process starts at one moment a little after all are ready
 LATENCY_SAMPLES_MAX = 1_000_000
+PACE_TICK_S = 0.001  # with a rate: how long a client process waits for replies at most
 
 
 @dataclass
@@ -39,6 +43,7 @@ class LoadPlan:
     warmup_s: float = 2.0
     total_requests: int | None = None  # instead of a duration: stop after this many
     latencies: bool = True
+    rate_per_s: float | None = None  # offered requests per second, all processes together
     # The server's processes (an ensemble's members), sampled for CPU and RSS over the
     # measured window: both are the sums over them.
     server_pids: list[int] = field(default_factory=list)
@@ -59,6 +64,8 @@ class LoadResult:
     generator_cpu: float | None = None  # busiest client process: CPU s / wall s (1.0 = a core)
     generator_cpu_all: float | None = None  # all client processes together, in cores
     cpu_window_s: float = 0.0
+    offered: int = 0  # with a rate: requests due inside the measured window
+    missed: int = 0  # ... of which not sent, every session having `inflight` outstanding
 
     @property
     def cpu_per_kop(self) -> float | None:
@@ -142,28 +149,48 @@ def _run_client(index: int, plan: LoadPlan, ready, go):
     sel = selectors.DefaultSelector()
     issued = 0
     now = time.monotonic()
+    rate = plan.rate_per_s / plan.processes if plan.rate_per_s else None
     for sess in sessions:
         sel.register(sess.sock, selectors.EVENT_READ, sess)
-        for _ in range(plan.inflight):
+        for _ in range(plan.inflight if rate is None else 0):
             if budget is not None and issued >= budget:
                 break
             sess.queue_next(now)
             issued += 1
     replies = total = 0
+    offered = missed = 0  # inside the window, with a rate
+    due_sent = 0  # requests the pace has called for so far
+    turn = 0  # the next session a paced request tries
     errors: Counter = Counter()
     lat = array("d")
     record_latency = plan.latencies
     unpack = wire.REPLY_HEADER.unpack_from
     last_reply = start_at
     while True:
+        now = time.monotonic()
+        if rate is not None and now < end_at:
+            due = int((now - start_at) * rate) - due_sent
+            due_sent += due
+            counted = measure_from <= now
+            offered += due if counted else 0
+            while due > 0:
+                for _ in range(len(sessions)):
+                    sess = sessions[turn]
+                    turn = (turn + 1) % len(sessions)
+                    if sess.outstanding < plan.inflight:
+                        sess.queue_next(now)
+                        due -= 1
+                        break
+                else:
+                    missed += due if counted else 0
+                    break
         for sess in sessions:
             _flush(sel, sess)
-        now = time.monotonic()
         if now >= end_at:
             break
         if budget is not None and issued >= budget and all(s.outstanding == 0 for s in sessions):
             break
-        for key, mask in sel.select(timeout=0.5):
+        for key, mask in sel.select(timeout=0.5 if rate is None else PACE_TICK_S):
             sess = key.data
             if mask & selectors.EVENT_WRITE:
                 _flush(sel, sess)
@@ -190,7 +217,7 @@ def _run_client(index: int, plan: LoadPlan, ready, go):
                     if record_latency and len(lat) < LATENCY_SAMPLES_MAX:
                         lat.append((now - sent) * 1000.0)
                 last_reply = now
-                if now < end_at and (budget is None or issued < budget):
+                if rate is None and now < end_at and (budget is None or issued < budget):
                     sess.queue_next(now)
                     issued += 1
         if budget is not None and time.monotonic() - last_reply > 60:
@@ -200,7 +227,8 @@ def _run_client(index: int, plan: LoadPlan, ready, go):
     window = (min(end_at, time.monotonic()) - measure_from) if plan.duration_s else \
         (last_reply - start_at)
     return ("ok", index, {"replies": replies if plan.duration_s else total, "total": total,
-                          "seconds": window, "errors": dict(errors), "lat": lat.tobytes()})
+                          "seconds": window, "errors": dict(errors), "lat": lat.tobytes(),
+                          "offered": offered, "missed": missed})
 
 
 def _flush(sel, sess: _Session) -> None:
@@ -277,69 +305,95 @@ def _sample(server_pids: list[int], pids: list[int]) -> tuple[float, list[float 
 
 def run_load(plan: LoadPlan) -> LoadResult:
     """Set the workload up, run the client processes, merge what they measured."""
-    host, port = plan.addresses[0]
-    admin = wire.SyncSession(host, port)
-    try:
-        plan.workload.setup(admin, plan.slots())
-    finally:
-        admin.close()
+    return run_loads([plan])[0]
+
+
+def run_loads(plans: list[LoadPlan]) -> list[LoadResult]:
+    """Several plans side by side (reads beside writes, say): each workload set up, then
+    every plan's client processes started at one moment; what each plan's measured, in
+    order. Plans with a duration must share it and their warm-up."""
+    timed = {(p.duration_s, p.warmup_s) for p in plans if p.duration_s}
+    assert len(timed) <= 1, f"plans side by side with different durations: {timed}"
+    for plan in plans:
+        host, port = plan.addresses[0]
+        admin = wire.SyncSession(host, port)
+        try:
+            plan.workload.setup(admin, plan.slots())
+        finally:
+            admin.close()
     ctx = multiprocessing.get_context("fork")
-    ready, results = ctx.Queue(), ctx.Queue()
     go = _Go(ctx)
-    procs = [ctx.Process(target=_client_process, args=(i, plan, ready, go, results),
-                         daemon=True) for i in range(plan.processes)]
-    for p in procs:
-        p.start()
+    runs: list[tuple[LoadPlan, object, object, list]] = []
     try:
-        for _ in procs:
-            kind, index, detail = ready.get(timeout=READY_TIMEOUT_S)
-            if kind == "error":
-                raise RuntimeError(f"client process {index}: {detail}")
+        for plan in plans:
+            ready, results = ctx.Queue(), ctx.Queue()
+            procs = [ctx.Process(target=_client_process, args=(i, plan, ready, go, results),
+                                 daemon=True) for i in range(plan.processes)]
+            runs.append((plan, ready, results, procs))
+            for p in procs:
+                p.start()
+        for _, ready, _, procs in runs:
+            for _ in procs:
+                kind, index, detail = ready.get(timeout=READY_TIMEOUT_S)
+                if kind == "error":
+                    raise RuntimeError(f"client process {index}: {detail}")
         start_at = time.monotonic() + START_DELAY_S
         go.start_at.value = start_at
         go.event.set()
-        cpu = None
-        if plan.duration_s:
-            # CPU of the server and of every client process over the measured window
-            pids = [p.pid for p in procs]
-            _sleep_until(start_at + plan.warmup_s)
-            t0, c0 = _sample(plan.server_pids, pids)
-            _sleep_until(start_at + plan.duration_s)
-            t1, c1 = _sample(plan.server_pids, pids)
-            rss = total_rss_bytes(plan.server_pids)
-            cpu = (t1 - t0, c0, c1, rss)
-        wait_s = (plan.duration_s or 0) + START_DELAY_S + RESULT_GRACE_S
-        if plan.total_requests is not None:
-            wait_s += 3600
-        merged = LoadResult()
-        lat = array("d")
-        seconds = []
-        for _ in procs:
-            kind, index, detail = results.get(timeout=wait_s)
-            if kind == "error":
-                raise RuntimeError(f"client process {index}: {detail}")
-            merged.replies += detail["replies"]
-            merged.total_replies += detail["total"]
-            merged.errors.update(detail["errors"])
-            seconds.append(detail["seconds"])
-            lat.frombytes(detail["lat"])
-        merged.seconds = max(seconds)
-        merged.latencies_ms = sorted(lat)
-        if cpu is not None:
-            window, c0, c1, rss = cpu
-            merged.cpu_window_s = window
-            if c0[0] is not None and c1[0] is not None:
-                merged.server_cpu_s = c1[0] - c0[0]
-            merged.server_rss = rss
-            gen = [b - a for a, b in zip(c0[1:], c1[1:], strict=True)
-                   if a is not None and b is not None]
-            if gen and window > 0:
-                merged.generator_cpu = max(gen) / window
-                merged.generator_cpu_all = sum(gen) / window
-        return merged
+        cpu: list = [None] * len(runs)
+        if timed:
+            # CPU of the servers and of every client process over the measured window
+            duration_s, warmup_s = next(iter(timed))
+            _sleep_until(start_at + warmup_s)
+            c0 = [_sample(plan.server_pids, [p.pid for p in procs])
+                  for plan, _, _, procs in runs]
+            _sleep_until(start_at + duration_s)
+            for i, (plan, _, _, procs) in enumerate(runs):
+                if plan.duration_s:
+                    t1, c1 = _sample(plan.server_pids, [p.pid for p in procs])
+                    cpu[i] = (t1 - c0[i][0], c0[i][1], c1, total_rss_bytes(plan.server_pids))
+        return [_merge(plan, results, procs, start_at, cpu[i])
+                for i, (plan, _, results, procs) in enumerate(runs)]
     finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        for _, _, _, procs in runs:
+            for p in procs:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+
+
+def _merge(plan: LoadPlan, results, procs: list, start_at: float, cpu) -> LoadResult:
+    """One plan's client processes' reports, merged, with its CPU sample if it has one."""
+    wait_s = (plan.duration_s or 0) + START_DELAY_S + RESULT_GRACE_S
+    if plan.total_requests is not None:
+        wait_s += 3600
+    deadline = start_at + wait_s
+    merged = LoadResult()
+    lat = array("d")
+    seconds = []
+    for _ in procs:
+        kind, index, detail = results.get(timeout=max(1.0, deadline - time.monotonic()))
+        if kind == "error":
+            raise RuntimeError(f"client process {index}: {detail}")
+        merged.replies += detail["replies"]
+        merged.total_replies += detail["total"]
+        merged.errors.update(detail["errors"])
+        merged.offered += detail["offered"]
+        merged.missed += detail["missed"]
+        seconds.append(detail["seconds"])
+        lat.frombytes(detail["lat"])
+    merged.seconds = max(seconds)
+    merged.latencies_ms = sorted(lat)
+    if cpu is not None:
+        window, c0, c1, rss = cpu
+        merged.cpu_window_s = window
+        if c0[0] is not None and c1[0] is not None:
+            merged.server_cpu_s = c1[0] - c0[0]
+        merged.server_rss = rss
+        gen = [b - a for a, b in zip(c0[1:], c1[1:], strict=True)
+               if a is not None and b is not None]
+        if gen and window > 0:
+            merged.generator_cpu = max(gen) / window
+            merged.generator_cpu_all = sum(gen) / window
+    return merged

@@ -111,7 +111,7 @@ def held_sessions(server: ManagedServer, sizes: ScaleSizes, log=print) -> list[R
     kind = server.kind
     time.sleep(RSS_SETTLE_S)
     rss0 = server.rss_bytes()
-    with sessions.HeldSessions(server.target().addresses[0], sizes.sessions,
+    with sessions.HeldSessions(server.target().addresses, sizes.sessions,
                                sizes.processes, SESSION_TIMEOUT_MS) as held:
         opened, errors, open_s = held.start()
         for e in errors:
@@ -161,7 +161,7 @@ def watches(server: ManagedServer, sizes: ScaleSizes, log=print) -> list[Row]:
     run_load(LoadPlan(wl, [address], processes=1, sessions=1, inflight=64, duration_s=None,
                       warmup_s=0.0, total_requests=nodes, latencies=False))
     paths = [wl.path(SessionSlot(0, 0), i) for i in range(nodes)]
-    with sessions.HeldSessions(address, sizes.watch_sessions, sizes.processes,
+    with sessions.HeldSessions([address], sizes.watch_sessions, sizes.processes,
                                SESSION_TIMEOUT_MS, watch_paths=paths,
                                inflight=WATCH_INFLIGHT) as held:
         _, errors, _ = held.start()

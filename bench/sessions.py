@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import heapq
 import multiprocessing
+import queue
 import random
 import selectors
+import socket
 import statistics
 import struct
+import threading
 import time
 import uuid
 from array import array
@@ -21,10 +24,11 @@ from collections.abc import Sequence
 from bench import wire
 from bench.loadgen import LoadPlan, run_load, total_cpu_seconds, total_rss_bytes
 from bench.scenarios import MB, SATURATED, Row
-from bench.servers import Target, raise_nofile_limit
+from bench.servers import HOST, Target, raise_nofile_limit
 from bench.workloads import GetDataWorkload
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import EventType, OpCode
+from zkcompat.jute.framing import FrameReader
 
 EVENT_TIMEOUT_S = 30.0
 IDLE_SESSION_TIMEOUT_MS = 6_000  # a client pings every third of it: every 2 s
@@ -35,17 +39,23 @@ RECV_BYTES = 1 << 16
 OPEN_BATCH = 16  # handshakes in flight per client process, well inside a listen backlog of 50
 OPEN_TIMEOUT_S = 300.0  # a client process that has not opened its share by then gives up
 CLOSE_TIMEOUT_S = 30.0  # how long closeSession replies are waited for, all sessions together
+READ_INTERVAL_S = 0.002  # PacedReader's pause between reads: ~500 reads/s
+BASELINE_S = 2.0  # a PacedReader's reads before what it is beside begins, to compare with
 FD_MARGIN = 64  # descriptors a process needs besides its sessions
+COMMAND_TIMEOUT_S = 60.0  # a HeldSessions client process answers a command within this
+RECONNECT_PAUSE_S = 1.0  # ClientCnxn.startConnect: a random pause up to 1 s before each try
 EVENT_TYPE = struct.Struct(">i")
 
 
-def _open_batch(address: tuple[str, int], n: int, timeout_ms: int) -> list[wire.SyncSession]:
-    """n sessions with their handshakes in flight together; non-blocking once open."""
+def _open_batch(addresses: list[tuple[str, int]], timeout_ms: int,
+                source: str | None = None) -> list[wire.SyncSession]:
+    """A session on each address, their handshakes in flight together; non-blocking once
+    open."""
     batch: list[wire.SyncSession] = []
     try:
-        for _ in range(n):
+        for address in addresses:
             batch.append(wire.SyncSession(*address, session_timeout_ms=timeout_ms,
-                                          handshake=False))
+                                          handshake=False, source=source))
         for s in batch:
             s.finish_handshake()
             s.sock.setblocking(False)
@@ -61,7 +71,7 @@ def _open_sessions(address: tuple[str, int], n: int,
     out: list[wire.SyncSession] = []
     try:
         while len(out) < n:
-            out += _open_batch(address, min(OPEN_BATCH, n - len(out)), timeout_ms)
+            out += _open_batch([address] * min(OPEN_BATCH, n - len(out)), timeout_ms)
     except BaseException:
         _close_all(out, graceful=False)
         raise
@@ -134,6 +144,59 @@ def _drain(sel: selectors.BaseSelector, until: float, on_frame) -> None:
             for body in sess.reader.feed(data):
                 if on_frame(sess, unpack(body)[0], now, body):
                     return
+
+
+class PacedReader:
+    """One session on one server reading random nodes of `paths`, one read every
+    READ_INTERVAL_S or so (a small load, beside what is measured), in a thread, each
+    read's start and latency kept; `window` gives the latencies started inside it."""
+
+    def __init__(self, port: int, paths: list[str]) -> None:
+        self.port = port
+        self.paths = paths
+        self.started = array("d")
+        self.latency_ms = array("d")
+        self.errors = 0
+        self.failure: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paced-reader", daemon=True)
+
+    def _run(self) -> None:
+        rng = random.Random(27)
+        try:
+            session = wire.SyncSession(HOST, self.port)
+        except (OSError, wire.WireError) as e:
+            self.failure = f"{type(e).__name__}: {e}"
+            return
+        try:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                err, _ = session.get_data(rng.choice(self.paths))
+                self.latency_ms.append((time.monotonic() - t0) * 1000)
+                self.started.append(t0)
+                self.errors += err != 0
+                self._stop.wait(READ_INTERVAL_S)
+        except (OSError, wire.WireError) as e:
+            self.failure = f"{type(e).__name__}: {e}"
+        finally:
+            session.close()
+
+    def __enter__(self) -> PacedReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, t0: float, t1: float) -> list[float]:
+        return sorted(lat for start, lat in zip(self.started, self.latency_ms, strict=True)
+                      if t0 <= start < t1)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q quantile of already sorted values; None for none."""
+    return values[min(len(values) - 1, int(q * len(values)))] if values else None
 
 
 def _data_changed(body: bytes) -> bool:
@@ -236,18 +299,32 @@ def fanout(targets: list[Target], watchers: int, rounds: int, log=print,
 
 
 class _Holder:
-    """One client process's sessions, each pinging every third of its session timeout
-    (as client libraries do), first pings spread over one interval; optionally setting
-    getData watches, `inflight` at a time per session."""
+    """One client process's sessions, spread round robin over `addresses` (session k of
+    all the processes' on addresses[k % n]; `first` is this process's first k), each
+    pinging every third of its session timeout (as client libraries do), first pings
+    spread over one interval; optionally setting watches, `inflight` requests at a time
+    per session, and noting when each event on `fan_path` arrives. With `reconnect`, a
+    session whose connection drops tries the next address as ClientCnxn does (after a
+    random pause of up to RECONNECT_PAUSE_S), naming its session id, password and the last
+    zxid it saw; one the server says has expired is counted and dropped."""
 
-    def __init__(self, address: tuple[str, int], timeout_ms: int, seed: int) -> None:
-        self.address = address
+    def __init__(self, addresses: list[tuple[str, int]], timeout_ms: int, seed: int,
+                 first: int = 0, source: str | None = None, reconnect: bool = False,
+                 watches=lambda _k: [], inflight: int = 1) -> None:
+        self.addresses = addresses
+        self.watches = watches  # session k -> its watch requests, [(op, record)]
+        self.inflight = inflight
+        self.first = first
+        self.source = source
+        self.reconnect = reconnect
         self.timeout_ms = timeout_ms
         self.interval_s = timeout_ms / 3000.0
         self.rng = random.Random(seed)
         self.sel = selectors.DefaultSelector()
         self.sessions: list[wire.SyncSession] = []
+        self.home: dict[wire.SyncSession, int] = {}  # index of the address it is on
         self.due: list[tuple[float, int, wire.SyncSession]] = []  # heap of next pings
+        self.turn = 0  # orders heap entries of equal time
         self.ping_sent: dict[wire.SyncSession, float] = {}
         self.dead: set[wire.SyncSession] = set()
         self.lat = array("d")
@@ -258,6 +335,16 @@ class _Holder:
         self.replies = 0
         self.errors: Counter = Counter()
         self.ping = wire.request(wire.PING_XID, OpCode.PING, None)
+        self.fan_path: str | None = None
+        self.fan_times = array("d")  # arrival of each event on fan_path
+        # reconnection: lost at and from which address; attempts in flight; their pauses
+        self.down: dict[wire.SyncSession, tuple[float, int]] = {}
+        self.connecting: dict[wire.SyncSession, float] = {}
+        self.retry: list[tuple[float, int, wire.SyncSession]] = []
+        self.moves: list[tuple[float, float, int, int]] = []  # lost, back, from, to
+        self.expired = 0
+        self.gave_up = []  # (address, started) of attempts that timed out without an answer
+        self._checked_attempts = 0.0
 
     def open(self, n: int, deadline: float) -> str | None:
         """Open n sessions in batches, pinging the open ones meanwhile; an error text if
@@ -265,32 +352,41 @@ class _Holder:
         while len(self.sessions) < n:
             if time.monotonic() > deadline:
                 return f"only {len(self.sessions):,} of {n:,} sessions opened in time"
+            ks = range(self.first + len(self.sessions),
+                       self.first + min(n, len(self.sessions) + OPEN_BATCH))
+            homes = [k % len(self.addresses) for k in ks]
             try:
-                batch = _open_batch(self.address, min(OPEN_BATCH, n - len(self.sessions)),
-                                    self.timeout_ms)
+                batch = _open_batch([self.addresses[h] for h in homes], self.timeout_ms,
+                                    self.source)
             except (OSError, wire.WireError) as e:
                 return f"after {len(self.sessions):,} sessions: {type(e).__name__}: {e}"
             now = time.monotonic()
-            for s in batch:
+            for s, home in zip(batch, homes, strict=True):
                 self.sel.register(s.sock, selectors.EVENT_READ, s)
-                heapq.heappush(self.due, (now + self.rng.uniform(0, self.interval_s),
-                                          len(self.sessions), s))
+                self.home[s] = home
+                self._ping_later(s, now + self.rng.uniform(0, self.interval_s))
                 self.sessions.append(s)
             self.service(0.0)
         return None
 
-    def register(self, paths: list[str], inflight: int, deadline: float) -> None:
-        """Every live session sets a getData watch on every path."""
-        reqs = [r.GetDataRequest(p, True) for p in paths]
-        for s in self.sessions:
-            if s not in self.dead:
-                self.todo[s] = reqs[::-1]  # popped from the end
-                for _ in range(inflight):
+    def _ping_later(self, s: wire.SyncSession, at: float) -> None:
+        self.turn += 1
+        heapq.heappush(self.due, (at, self.turn, s))
+
+    def register(self, deadline: float) -> tuple:
+        """Every live session sends its `watches(k)` requests (op, record), `inflight` at a
+        time: (replies, error codes, seconds)."""
+        t0 = time.monotonic()
+        for i, s in enumerate(self.sessions):
+            if s not in self.dead and s not in self.down:
+                self.todo[s] = self.watches(self.first + i)[::-1]  # popped from the end
+                for _ in range(self.inflight):
                     self._send_next(s)
         while self.todo or self.outstanding:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"only {self.replies:,} watches set in time")
             self.service(0.05)
+        return self.replies, dict(self.errors), time.monotonic() - t0
 
     def _send_next(self, s: wire.SyncSession) -> None:
         todo = self.todo.get(s)
@@ -299,7 +395,8 @@ class _Holder:
             return
         s.xid += 1
         self.outstanding[s] += 1
-        self._send(s, wire.request(s.xid, OpCode.GET_DATA, todo.pop()))
+        op, record = todo.pop()
+        self._send(s, wire.request(s.xid, op, record))
 
     def _send(self, s: wire.SyncSession, data: bytes) -> None:
         try:
@@ -311,32 +408,120 @@ class _Holder:
             raise wire.WireError("a session's socket buffer filled up")
 
     def _lose(self, s: wire.SyncSession) -> None:
-        if s not in self.dead:
+        if s in self.dead or s in self.down:
+            return
+        self.todo.pop(s, None)
+        self.outstanding.pop(s, None)
+        self.ping_sent.pop(s, None)
+        self.sel.unregister(s.sock)
+        if not self.reconnect:
             self.dead.add(s)
-            self.todo.pop(s, None)
-            self.outstanding.pop(s, None)
-            self.ping_sent.pop(s, None)
-            self.sel.unregister(s.sock)
+            return
+        s.sock.close()
+        now = time.monotonic()
+        self.down[s] = (now, self.home[s])
+        self._retry_later(s, now)
+
+    def _retry_later(self, s: wire.SyncSession, now: float) -> None:
+        self.turn += 1
+        heapq.heappush(self.retry, (now + self.rng.uniform(0, RECONNECT_PAUSE_S), self.turn, s))
+
+    def _attempt(self, s: wire.SyncSession, now: float) -> None:
+        """Connect to the next address, without waiting: `_connecting` goes on from there."""
+        self.home[s] = (self.home[s] + 1) % len(self.addresses)
+        try:
+            s.sock = wire.connect(*self.addresses[self.home[s]], self.source, timeout_s=None)
+        except OSError:
+            self._retry_later(s, now)
+            return
+        s.reader = FrameReader(wire.MAX_FRAME_BYTES)
+        s.frames = []
+        self.connecting[s] = now
+        self.sel.register(s.sock, selectors.EVENT_WRITE, s)
+
+    def _attempt_failed(self, s: wire.SyncSession, now: float) -> None:
+        self.sel.unregister(s.sock)
+        s.sock.close()
+        del self.connecting[s]
+        self._retry_later(s, now)
+
+    def _connecting(self, s: wire.SyncSession, mask: int, now: float) -> None:
+        """One step of a reconnection: connected (send the ConnectRequest), or its
+        ConnectResponse arrived (back, or expired), or the attempt failed."""
+        if mask & selectors.EVENT_WRITE:
+            if s.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                self._attempt_failed(s, now)
+                return
+            try:
+                s.sock.send(wire.connect_request(self.timeout_ms, s.session_id, s.passwd,
+                                                 s.last_zxid))
+            except OSError:
+                self._attempt_failed(s, now)
+                return
+            self.sel.modify(s.sock, selectors.EVENT_READ, s)
+            return
+        try:
+            data = s.sock.recv(RECV_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        frames = s.reader.feed(data) if data else None
+        if not data:
+            self._attempt_failed(s, now)
+        elif frames:
+            resp, _ = r.ConnectResponse.decode(frames[0], 0)
+            del self.connecting[s]
+            lost, was = self.down.pop(s)
+            if resp.timeOut <= 0 or resp.sessionId != s.session_id:
+                self.expired += 1  # ClientCnxn: a non-positive timeout means Expired
+                self.sel.unregister(s.sock)
+                s.sock.close()
+                self.dead.add(s)
+                return
+            self.moves.append((lost, now, was, self.home[s]))
+            self._ping_later(s, now + self.rng.uniform(0, self.interval_s))
+
+    def _check_attempts(self, now: float) -> None:
+        """An attempt that took longer than ClientCnxn's connect timeout (the session
+        timeout over the number of addresses) gives up and tries the next address."""
+        if now - self._checked_attempts < 1.0:
+            return
+        self._checked_attempts = now
+        limit_s = self.timeout_ms / 1000 / len(self.addresses)
+        for s, started in list(self.connecting.items()):
+            if now - started > limit_s:
+                self.gave_up.append((self.home[s], started))
+                self._attempt_failed(s, now)
 
     def service(self, timeout_s: float) -> None:
-        """Send the pings that are due, then read what arrived within timeout_s."""
+        """Send the pings that are due, start the reconnections that are due, then read
+        what arrived within timeout_s."""
         now = time.monotonic()
         due = self.due
         while due and due[0][0] <= now:
-            _, n, s = heapq.heappop(due)
-            if s in self.dead:
-                continue
+            _, _, s = heapq.heappop(due)
+            if s in self.dead or s in self.down:
+                continue  # pings again once it is back
             if s in self.ping_sent:
                 self.late += 1  # the previous ping is still unanswered
             else:
                 self.ping_sent[s] = now
                 self._send(s, self.ping)
-            heapq.heappush(due, (now + self.interval_s, n, s))
-        if due:
-            timeout_s = max(0.0, min(timeout_s, due[0][0] - now))
+            self._ping_later(s, now + self.interval_s)
+        while self.retry and self.retry[0][0] <= now:
+            self._attempt(heapq.heappop(self.retry)[2], now)
+        if self.connecting:
+            self._check_attempts(now)
+        for heap in (due, self.retry):
+            if heap:
+                timeout_s = max(0.0, min(timeout_s, heap[0][0] - now))
         unpack = wire.REPLY_HEADER.unpack_from
-        for key, _ in self.sel.select(timeout=timeout_s):
+        for key, mask in self.sel.select(timeout=timeout_s):
             s = key.data
+            if s in self.connecting:
+                self._connecting(s, mask, time.monotonic())
+                continue
             try:
                 data = s.sock.recv(RECV_BYTES)
             except BlockingIOError:
@@ -348,7 +533,9 @@ class _Holder:
                 continue
             now = time.monotonic()
             for body in s.reader.feed(data):
-                xid, _, err = unpack(body)
+                xid, zxid, err = unpack(body)
+                if zxid > s.last_zxid:
+                    s.last_zxid = zxid
                 if xid == wire.PING_XID:
                     sent = self.ping_sent.pop(s, None)
                     if sent is not None and self.recording:
@@ -356,6 +543,9 @@ class _Holder:
                         self.lat.append((now - sent) * 1000)
                 elif xid == wire.NOTIFICATION_XID:
                     self.notifications += 1
+                    if self.fan_path is not None and r.WatcherEvent.decode(
+                            body, wire.REPLY_HEADER.size)[0].path == self.fan_path:
+                        self.fan_times.append(now)
                 elif self.outstanding[s] > 0:
                     self.outstanding[s] -= 1
                     if not self.outstanding[s]:
@@ -367,61 +557,100 @@ class _Holder:
                 else:
                     raise wire.WireError(f"unexpected reply xid {xid}")
 
-    def hold(self, stop, measure) -> None:
-        while not stop.is_set():
-            if not self.recording and measure.is_set():
-                self.recording = True
-            self.service(0.05)
+    def take_pings(self) -> bytes:
+        """The ping latencies recorded since the last call (ms, an array of doubles)."""
+        out, self.lat = self.lat.tobytes(), array("d")
+        return out
+
+    def watch_fan(self, path: str | None) -> None:
+        """Note the arrival of every event on `path` from now on, forgetting earlier ones."""
+        self.fan_path, self.fan_times = path, array("d")
+
+    def reconnections(self) -> tuple:
+        """(sessions open, [(lost at, from address) of those reconnecting], [(lost, back,
+        from, to) of those back], expired, [(address, started) of attempts given up
+        unanswered]), since the last `forget_moves`."""
+        live = len(self.sessions) - len(self.dead)
+        return live, list(self.down.values()), list(self.moves), self.expired, self.gave_up
+
+    def forget_moves(self) -> None:
+        self.moves, self.expired, self.gave_up = [], 0, []
+
+    def live(self) -> list[wire.SyncSession]:
+        return [s for s in self.sessions if s not in self.dead and s not in self.down]
 
 
-def _hold_process(index: int, address, n: int, timeout_ms: int, paths: list[str],
-                  inflight: int, control: dict, messages) -> None:
-    """A client process of HeldSessions: open, report; set watches when told, report;
-    ping until told to stop, then close the sessions and report what it measured."""
+# What a HeldSessions client process does when told: name -> (holder, argument) -> reply.
+_COMMANDS = {
+    "register": lambda h, _: h.register(time.monotonic() + OPEN_TIMEOUT_S),
+    "measure": lambda h, _: setattr(h, "recording", True),
+    "pings": lambda h, _: h.take_pings(),
+    "fanout": lambda h, path: h.watch_fan(path),
+    "events": lambda h, _: h.fan_times.tobytes(),
+    "forget_moves": lambda h, _: h.forget_moves(),
+    "reconnections": lambda h, _: h.reconnections(),
+}
+
+
+def _hold_process(index: int, addresses, first: int, n: int, timeout_ms: int,
+                  source: str | None, reconnect: bool, watches, inflight: int, commands,
+                  messages) -> None:
+    """A client process of HeldSessions: open its n sessions and report, then ping and do
+    what `commands` says (reporting each), until told to stop; then close the sessions and
+    report what it measured."""
     holder = None
     try:
         raise_nofile_limit(n + FD_MARGIN)
-        holder = _Holder(address, timeout_ms, seed=index)
+        holder = _Holder(addresses, timeout_ms, index, first, source, reconnect, watches,
+                         inflight)
         t0 = time.monotonic()
         error = holder.open(n, t0 + OPEN_TIMEOUT_S)
         messages.put(("opened", index, (len(holder.sessions), error, time.monotonic() - t0)))
-        if paths:
-            while not control["register"].is_set() and not control["stop"].is_set():
+        while True:
+            try:
+                what, arg = commands.get_nowait()
+            except queue.Empty:
                 holder.service(0.05)
-            if control["register"].is_set():
-                t0 = time.monotonic()
-                holder.register(paths, inflight, t0 + OPEN_TIMEOUT_S)
-                messages.put(("registered", index, (holder.replies, dict(holder.errors),
-                                                    time.monotonic() - t0)))
-        holder.hold(control["stop"], control["measure"])
+                continue
+            if what == "stop":
+                break
+            messages.put((what, index, _COMMANDS[what](holder, arg)))
         lost = len(holder.dead)
-        _close_all(holder.sessions)
+        _close_all(holder.live())
         messages.put(("done", index, (lost, holder.pings, holder.late, holder.notifications,
                                       holder.lat.tobytes())))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the run
         if holder is not None:
-            _close_all(holder.sessions, graceful=False)
+            _close_all(holder.live(), graceful=False)
         messages.put(("error", index, f"{type(e).__name__}: {e}"))
 
 
 class HeldSessions:
-    """`sessions` sessions on one server, spread over up to `processes` client processes,
-    each pinging every third of `timeout_ms` until `stop` (at most `max_s` after the
-    start: then the processes are killed). With `watch_paths`, every session sets a
-    getData watch on each of them when `register` is called."""
+    """`sessions` sessions spread round robin over `addresses`, held by up to `processes`
+    client processes (process i connecting from sources[i] if given), each session pinging
+    every third of `timeout_ms` until `stop`. With `watch_paths`, every session sets a
+    getData watch on each of them when `register` is called; with `watches`, session k sends
+    the requests `watches(k)` gives instead. With `reconnect`, sessions that lose their
+    connection reconnect to another address (`reconnections` tells how that went)."""
 
-    def __init__(self, address: tuple[str, int], sessions: int, processes: int = 2,
+    def __init__(self, addresses: list[tuple[str, int]], sessions: int, processes: int = 2,
                  timeout_ms: int = IDLE_SESSION_TIMEOUT_MS, watch_paths: Sequence[str] = (),
-                 inflight: int = 16) -> None:
+                 inflight: int = 16, watches=None, sources: Sequence[str] | None = None,
+                 reconnect: bool = False) -> None:
         ctx = multiprocessing.get_context("fork")
         self.processes = max(1, min(processes, sessions))
         share, extra = divmod(sessions, self.processes)
         self.shares = [share + (1 if i < extra else 0) for i in range(self.processes)]
-        self.control = {k: ctx.Event() for k in ("register", "measure", "stop")}
+        firsts = [sum(self.shares[:i]) for i in range(self.processes)]
+        if watches is None:
+            reqs = [(OpCode.GET_DATA, r.GetDataRequest(p, True)) for p in watch_paths]
+            watches = lambda _k: reqs  # noqa: E731 - the same watches for every session
+        self.commands = [ctx.Queue() for _ in range(self.processes)]
         self.messages = ctx.Queue()
         self.procs = [ctx.Process(target=_hold_process, daemon=True, args=(
-            i, address, n, timeout_ms, list(watch_paths), inflight, self.control,
-            self.messages)) for i, n in enumerate(self.shares)]
+            i, list(addresses), firsts[i], n, timeout_ms,
+            sources[i % len(sources)] if sources else None, reconnect, watches, inflight,
+            self.commands[i], self.messages)) for i, n in enumerate(self.shares)]
 
     @property
     def pids(self) -> list[int]:
@@ -443,6 +672,12 @@ class HeldSessions:
             got[index] = detail
         return [got[i] for i in range(len(self.procs))]
 
+    def command(self, what: str, arg=None, timeout_s: float = COMMAND_TIMEOUT_S) -> list:
+        """Tell every client process to do `what` (of _COMMANDS); their replies."""
+        for q in self.commands:
+            q.put((what, arg))
+        return self._collect(what, timeout_s)
+
     def start(self) -> tuple[int, list[str], float]:
         """Open every session: (how many opened, the errors, seconds until the last)."""
         for p in self.procs:
@@ -453,8 +688,7 @@ class HeldSessions:
 
     def register(self) -> tuple[int, Counter, float]:
         """Set the watches: (replies, error codes, seconds until the last process was done)."""
-        self.control["register"].set()
-        done = self._collect("registered", OPEN_TIMEOUT_S + 30)
+        done = self.command("register", timeout_s=OPEN_TIMEOUT_S + 30)
         errors: Counter = Counter()
         for d in done:
             errors.update(d[1])
@@ -462,11 +696,19 @@ class HeldSessions:
 
     def measure(self) -> None:
         """Ping latencies count from now on."""
-        self.control["measure"].set()
+        self.command("measure")
+
+    def pings(self) -> list[float]:
+        """The ping latencies (ms) since measuring began or the last call, sorted."""
+        lat = array("d")
+        for d in self.command("pings"):
+            lat.frombytes(d)
+        return sorted(lat)
 
     def stop(self) -> tuple[int, int, int, int, list[float]]:
         """Close the sessions: (lost, pings, late pings, notifications, ping latencies ms)."""
-        self.control["stop"].set()
+        for q in self.commands:
+            q.put(("stop", None))
         done = self._collect("done", CLOSE_TIMEOUT_S + 30)
         lat = array("d")
         for d in done:
@@ -475,7 +717,8 @@ class HeldSessions:
                 sum(d[3] for d in done), sorted(lat))
 
     def close(self) -> None:
-        self.control["stop"].set()
+        for q in self.commands:
+            q.put(("stop", None))
         for p in self.procs:
             if p.pid is None:
                 continue
@@ -506,7 +749,7 @@ def idle(targets: list[Target], idle_sessions: int, duration_s: float, warmup_s:
             Row(section, "server RSS (MB)", fmt="{:,.0f}"),
             Row(section, "sessions lost", fmt="{:,.0f}")]
     for t in targets:
-        with HeldSessions(t.addresses[0], idle_sessions, processes=1,
+        with HeldSessions(t.addresses[:1], idle_sessions, processes=1,
                           timeout_ms=IDLE_SESSION_TIMEOUT_MS) as held:
             opened, errors, _ = held.start()
             if errors:

@@ -18,14 +18,43 @@ NOTIFICATION_XID = -1  # ClientCnxn: a watch event, not a reply
 PING_XID = -2
 SESSION_TIMEOUT_MS = 30_000
 MAX_FRAME_BYTES = 16 << 20  # replies the bench reads are small; a bound against garbage
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # linux/in.h
 
 
 class WireError(Exception):
     pass
 
 
-def connect_request(timeout_ms: int = SESSION_TIMEOUT_MS) -> bytes:
-    return frame(r.ConnectRequest(0, 0, timeout_ms, 0, b"\0" * 16, False).to_bytes())
+def connect_request(timeout_ms: int = SESSION_TIMEOUT_MS, session_id: int = 0,
+                    passwd: bytes = b"\0" * 16, last_zxid: int = 0) -> bytes:
+    """A new session's ConnectRequest, or with session_id and passwd an existing one's, as
+    a client sends it to another server after losing its connection."""
+    return frame(r.ConnectRequest(0, last_zxid, timeout_ms, session_id, passwd,
+                                  False).to_bytes())
+
+
+def connect(host: str, port: int, source: str | None = None,
+            timeout_s: float | None = 10.0) -> socket.socket:
+    """A TCP connection with TCP_NODELAY, from `source` if given. Its local port is chosen
+    at connect (IP_BIND_ADDRESS_NO_PORT), so one source address reaches each server port
+    with its own range of ephemeral ports; timeout_s None: non-blocking, still
+    connecting."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if source is not None:
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            sock.bind((source, 0))
+        if timeout_s is None:
+            sock.setblocking(False)
+            sock.connect_ex((host, port))
+        else:
+            sock.settimeout(timeout_s)
+            sock.connect((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def request(xid: int, op: int, record) -> bytes:
@@ -41,15 +70,18 @@ class SyncSession:
     """A blocking session for setup, checks and readiness probes (one request at a time)."""
 
     def __init__(self, host: str, port: int, timeout_s: float = 10.0,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS, handshake: bool = True) -> None:
-        """Connects and sends the ConnectRequest; with handshake=False the caller reads the
-        ConnectResponse later (`finish_handshake`), so many sessions can open at once."""
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, handshake: bool = True,
+                 source: str | None = None) -> None:
+        """Connects (from `source`, a loopback address of its own, if given) and sends the
+        ConnectRequest; with handshake=False the caller reads the ConnectResponse later
+        (`finish_handshake`), so many sessions can open at once."""
+        self.sock = connect(host, port, source, timeout_s)
         self.reader = FrameReader(MAX_FRAME_BYTES)
         self.frames: list[bytes] = []
         self.xid = 0
         self.session_id = 0
+        self.passwd = b""
+        self.last_zxid = 0  # the highest zxid a reply carried: a reconnect names it
         try:
             self.sock.sendall(connect_request(session_timeout_ms))
             if handshake:
@@ -63,6 +95,7 @@ class SyncSession:
         if resp.sessionId == 0:
             raise WireError("the server refused the session")
         self.session_id = resp.sessionId
+        self.passwd = resp.passwd or b""
 
     def _recv_frame(self) -> bytes:
         while not self.frames:

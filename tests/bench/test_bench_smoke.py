@@ -20,6 +20,7 @@ from bench.workloads import WORKLOADS
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_RUN_TIMEOUT_S = 120
 SCALE_RUN_TIMEOUT_S = 60
+ENSEMBLE_SESSIONS_RUN_TIMEOUT_S = 180  # the reduced suite with sessions: ~70 s on an idle box
 
 
 def test_quick_plan():
@@ -205,12 +206,20 @@ def test_tiny_scale_run_on_zkcompat_reports_every_check(tmp_path):
 def test_scale_ensemble_plan():
     plan = cli.plan_of(cli.resolve(["--scale-ensemble"]))["scale_ensemble"]
     assert plan == {"servers": 3, "znodes": 1_000_000, "data_bytes": 1024, "parents": 3_333,
-                    "zookeeper_heap_mb": 3_442}
+                    "zookeeper_heap_mb": 3_442,
+                    "phases": ["load", "restart", "rejoin", "sessions", "steady", "fanout",
+                               "failover"],
+                    "sessions_per_server": 12_000, "read_rate": 50_000, "write_rate": 2_000,
+                    "steady_s": 60}
     plan = cli.plan_of(cli.resolve(["--scale-ensemble", "--quick"]))["scale_ensemble"]
     assert plan["znodes"] == 100_000 and plan["zookeeper_heap_mb"] == 1024
     plan = cli.plan_of(cli.resolve(["--scale-ensemble", "--scale-znodes", "2000",
                                     "--scale-heap-mb", "256"]))["scale_ensemble"]
     assert plan["parents"] == 10 and plan["zookeeper_heap_mb"] == 256
+    plan = cli.plan_of(cli.resolve(["--scale-ensemble", "--scale-phases", "failover,load,sessions",
+                                    "--scale-sessions-per-server", "500"]))["scale_ensemble"]
+    assert plan["phases"] == ["load", "sessions", "failover"]
+    assert plan["sessions_per_server"] == 500
     assert cli.plan_of(cli.resolve([]))["scale_ensemble"] is None
 
 
@@ -218,6 +227,10 @@ def test_scale_ensemble_plan():
     ["--scale-ensemble", "--scale-znodes", "0"],
     ["--scale-ensemble", "--scale-ensemble-servers", "4"],
     ["--scale-ensemble", "--servers", "", "--connect", "zk=127.0.0.1:2181"],
+    ["--scale-ensemble", "--scale-phases", "restart,rejoin"],  # no load
+    ["--scale-ensemble", "--scale-phases", "load,fanout"],  # fan-out to whom?
+    ["--scale-ensemble", "--scale-phases", "load,nap"],
+    ["--scale-ensemble", "--scale-sessions-per-server", "0"],
 ])
 def test_bad_scale_ensemble_arguments_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -233,6 +246,7 @@ def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--servers", "zkcompat", "--scale-ensemble",
          "--scale-znodes", "2000", "--processes", "1", "--sessions", "4", "--inflight", "16",
+         "--scale-phases", "load,restart,rejoin",
          "--workloads", "", "--fanout", "0", "--idle", "0", "--no-recovery",
          "--workdir", str(tmp_path / "w"), "--json", str(out_json)],
         capture_output=True, text=True, timeout=SCALE_RUN_TIMEOUT_S, stdin=subprocess.DEVNULL,
@@ -262,6 +276,51 @@ def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
     restart, rejoin = [r["values"]["zkcompat"] for r in rows
                        if r["metric"] == "its znodes (mntr), as many as the leader's"]
     assert restart == rejoin == got["znodes on the leader (mntr)"]
+
+
+@pytest.mark.timeout(ENSEMBLE_SESSIONS_RUN_TIMEOUT_S + 30)
+def test_reduced_ensemble_scale_run_with_every_session_on_zkcompat(tmp_path):
+    """Issue 27's whole suite, reduced (20,000 znodes, 3,000 sessions with 5 watches each):
+    only what works or not is asserted, never a timing. The SNAP brings every znode, every
+    watch is set, every watcher hears of the fan-out's change, the servers' tree digests
+    agree, and when the leader is killed no session expires and every one of its sessions
+    finds another server."""
+    out_json = tmp_path / "rows.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--servers", "zkcompat", "--scale-ensemble",
+         "--scale-znodes", "20000", "--scale-sessions-per-server", "1000",
+         "--scale-steady-s", "5", "--scale-read-rate", "5000", "--scale-write-rate", "1000",
+         "--workloads", "", "--fanout", "0", "--idle", "0", "--no-recovery",
+         "--workdir", str(tmp_path / "w"), "--json", str(out_json)],
+        capture_output=True, text=True, timeout=ENSEMBLE_SESSIONS_RUN_TIMEOUT_S,
+        stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "scale checks that failed: none" in result.stdout, result.stdout
+    rows = json.loads(out_json.read_text())["rows"]
+
+    def phase(name: str) -> dict:
+        return {r["metric"]: r["values"].get("zkcompat") for r in rows
+                if r["section"].startswith("ensemble scale") and name in r["section"]}
+
+    load, rejoin = phase("load 20,000"), phase("rejoins (SNAP)")
+    sessions, steady = phase("3,000 sessions"), phase("offered")
+    fan, fail = phase("watched by every session"), phase("kill -9")
+    assert load["znodes on the leader (mntr)"] == 20_000 + 66 + 68  # znodes, parents, dirs
+    assert rejoin["its znodes (mntr), as many as the leader's"] == 20_134
+    assert rejoin["SNAP streaming on the leader, its log (s)"] is not None
+    assert sessions["sessions opened (all servers)"] == 3_000
+    assert sessions["watches set (data, child, persistent)"] == 15_000
+    assert sessions["watch requests failed"] == 0
+    assert steady["getData error replies"] == steady["setData error replies"] == 0
+    assert steady["held sessions lost"] == 0
+    assert steady["zxids whose tree digest every server logged (hash)"] > 0
+    assert steady["... of them with digests that differ between servers"] == 0
+    assert fan["watchers (live sessions)"] == 3_000
+    assert fan["watchers notified, fewest of the rounds"] == 3_000
+    assert fail["sessions on the killed leader"] == 1_000
+    assert fail["... reconnected to another server"] == 1_000
+    assert fail["sessions expired (target 0)"] == 0
+    assert fail["sessions still disconnected after 90 s"] == 0
 
 
 def _srvr(port: int) -> dict[str, str]:

@@ -339,6 +339,7 @@ class Admin:
 
     def srst(self, cnxn) -> str:
         self.server.stats.reset()
+        self.server.loopmon.reset()  # the longest stall since this reset, as latency max
         if self.leading:  # StatResetCommand: the leader's proposal sizes too
             self._pipeline.peer.proposal_sizes.reset()
         return "Server stats reset.\n"

@@ -232,7 +232,7 @@ class AdminHttp:
         return out
 
     def stat_reset(self, kwargs) -> dict:
-        self.server.stats.reset()
+        self.admin.srst(None)  # what srst resets, the leader's proposal sizes too
         return {}
 
     def system_properties(self, kwargs) -> dict:
