@@ -94,7 +94,13 @@ def empty_path_reads_root(env):
     env.raw_call("setData ''", rc.set_data, "", b"x")
 
 
-@scenario
+# In an ensemble /zookeeper/config holds the membership (initConfigInZKDatabase), a
+# standalone server's is empty: tests/ensemble/test_reconfig.py checks an ensemble's against
+# what ZooKeeper 3.8's ensembles show.
+ENSEMBLE_CONFIG = "an ensemble's /zookeeper/config holds its membership (tests/ensemble/test_reconfig.py)"
+
+
+@scenario(standalone_only=ENSEMBLE_CONFIG)
 def system_nodes_data_and_stat(env):
     """/zookeeper, /zookeeper/quota, /zookeeper/config: data, Stat, children."""
     zk = env.client()
@@ -106,7 +112,7 @@ def system_nodes_data_and_stat(env):
     env.call("acl /zookeeper/quota", zk.get_acls, "/zookeeper/quota")
 
 
-@scenario
+@scenario(standalone_only=ENSEMBLE_CONFIG)
 def system_nodes_writes(env):
     """Writes under /zookeeper: which ZooKeeper allows and which it refuses."""
     zk = env.client()

@@ -119,6 +119,8 @@ KEY_CASES = {
     "initLimit": ("10", "init_limit", 10),
     "syncLimit": ("5", "sync_limit", 5),
     "standaloneEnabled": ("FALSE", "standalone_enabled", False),
+    "reconfigEnabled": ("True", "reconfig_enabled", True),
+    "dynamicConfigFile": ("zoo.cfg.dynamic.100000000", "config_version", 0x100000000),
     # Without a server.N line this server is no observer: setupPeerType overrules peerType.
     "peerType": ("Participant", "peer_type", "participant"),
     "electionAlg": ("3", "election_alg", 3),
@@ -150,7 +152,11 @@ KEY_CASES = {
 }
 # standaloneEnabled=false needs a participant (parseDynamicConfig), so its file gets one.
 KEY_CASE_NEEDS = {"standaloneEnabled": {"server.1": "127.0.0.1:2888:3888", "initLimit": "5",
-                                        "syncLimit": "2"}}
+                                        "syncLimit": "2"},
+                  "dynamicConfigFile": {"initLimit": "5", "syncLimit": "2"}}
+# The dynamic file each case's dynamicConfigFile names, beside its zoo.cfg.
+DYNAMIC_FILES = {"dynamicConfigFile": "server.1=127.0.0.1:2888:3888:participant;2181\n"
+                                      "server.2=127.0.0.1:2889:3889:participant;2182\n"}
 
 
 def test_every_key_of_the_module_has_a_case():
@@ -169,6 +175,9 @@ def test_key_sets_its_field(key, tmp_path):
         (tmp_path / "myid").write_text("1\n")
         needs = {**needs, "dataDir": str(tmp_path)}
     path = tmp_path / "zoo.cfg"
+    if key in DYNAMIC_FILES:
+        value = str(tmp_path / value)
+        (tmp_path / value).write_text(DYNAMIC_FILES[key])
     path.write_text(f"{key}={value}\n" + "".join(f"{k}={v}\n" for k, v in needs.items()))
     cfg = load(path, environ={})
     assert getattr(cfg, field) == expected
@@ -229,7 +238,7 @@ BAD_VALUES = [
     ("cnxTimeout", "soon"),
     ("electionPortBindRetry", "-1"),
     ("readonlymode.enabled", "maybe"),
-    ("dynamicConfigFile", "/etc/zookeeper/zoo.cfg.dynamic"),
+    ("dynamicConfigFile", "/nonexistent/zoo.cfg.dynamic.100000000"),
     ("group.1", "1:2:3"),
     ("weight.1", "1"),
 ]
@@ -350,7 +359,6 @@ def _not_implemented_keys(caplog) -> set[str]:
 
 @pytest.mark.parametrize("key, value", [("preAllocSize", "65536"),
                                         ("maxResponseCacheSize", "1000"),
-                                        ("reconfigEnabled", "true"),
                                         ("zookeeper.commitLogCount", "1000"),
                                         ("leaderServes", "no"),
                                         ("admin.idleTimeout", "1000")])
@@ -362,7 +370,7 @@ def test_not_implemented_key_is_named_in_the_warning(key, value, caplog):
     assert not [r for r in caplog.records if "config_unknown_key" in r.getMessage()]
 
 
-@pytest.mark.parametrize("key, value", [("reconfigEnabled", "false"), ("syncEnabled", "TRUE"),
+@pytest.mark.parametrize("key, value", [("syncEnabled", "TRUE"),
                                         ("leaderServes", "yes"), ("cnxTimeout", "5000"),
                                         ("sslQuorum", "false"), ("skipACL", "no"),
                                         ("multiAddress.enabled", "false"),
@@ -377,13 +385,12 @@ def test_setting_what_zkcompat_always_does_is_no_warning(key, value, caplog):
 
 def test_all_not_implemented_keys_share_one_warning_line(caplog):
     settings = {"preAllocSize": "131072", "clientPortListenBacklog": "100",
-                "reconfigEnabled": "true",
                 "jvm.pause.monitor": "true", "tickTime": "2000", "noSuchSetting": "1"}
     with caplog.at_level(logging.INFO, logger="zkcompat.config"):
         load(None, settings)
     assert len(_not_implemented_lines(caplog)) == 1
     assert _not_implemented_keys(caplog) == {"preAllocSize", "clientPortListenBacklog",
-                                             "reconfigEnabled", "jvm.pause.monitor"}
+                                             "jvm.pause.monitor"}
     unknown = [r.getMessage() for r in caplog.records if "config_unknown_key" in r.getMessage()]
     assert unknown == ["event=config_unknown_key key=noSuchSetting"]
 

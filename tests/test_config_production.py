@@ -42,7 +42,7 @@ NOT_IMPLEMENTED = {
 TLS_KEYS = {"serverCnxnFactory", "ssl.protocol", "ssl.enabledProtocols", "ssl.clientAuth",
             "ssl.hostnameVerification"}
 # Set to what zkcompat always does, so obeyed and not warned about.
-OBEYED_AS_ALWAYS = {"skipACL", "reconfigEnabled", "leaderServes", "syncEnabled", "cnxTimeout",
+OBEYED_AS_ALWAYS = {"skipACL", "leaderServes", "syncEnabled", "cnxTimeout",
                     "multiAddress.enabled", "sslQuorum", "portUnification"}
 PORTS = ("2181", "2888", "3888", "8080", "7000")
 

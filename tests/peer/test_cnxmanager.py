@@ -24,7 +24,7 @@ from zkcompat.jute.election import (
 )
 from zkcompat.peer.cnxmanager import QuorumCnxManager
 from zkcompat.peer.elector import Elector
-from zkcompat.zab.election import QuorumServer
+from zkcompat.zab.membership import QuorumServer
 
 WAIT_S = 10.0
 pytestmark = pytest.mark.timeout(60)

@@ -52,7 +52,8 @@ class Log:
 def ctx(log: Log, server_id: int) -> SimpleNamespace:
     """What a role's wiring reads of the server: its settings, txn log and clock."""
     config = SimpleNamespace(server_id=server_id, is_ensemble=True, tick_time_ms=TICK_MS,
-                             extended_types_enabled=False, enforce_quota=False)
+                             extended_types_enabled=False, enforce_quota=False,
+                             reconfig_enabled=False, standalone_enabled=True)
     return SimpleNamespace(config=config, datadir=SimpleNamespace(txnlog=log),
                            clock=SYSTEM_CLOCK)
 

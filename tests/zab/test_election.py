@@ -14,12 +14,10 @@ from zkcompat.zab.election import (
     LONG_MIN,
     ElectionEffects,
     FastLeaderElection,
-    QuorumServer,
     Vote,
-    properties_order,
-    quorum_config_bytes,
     total_order_predicate,
 )
+from zkcompat.zab.membership import QuorumServer, properties_order, quorum_config_bytes
 
 LOOKING, FOLLOWING, LEADING, OBSERVING = (ServerState.LOOKING, ServerState.FOLLOWING,
                                           ServerState.LEADING, ServerState.OBSERVING)

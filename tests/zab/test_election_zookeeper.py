@@ -24,7 +24,8 @@ from bench.servers import ENSEMBLE_CFG, HOST, ManagedServer, free_port
 from zkcompat.cli.launch import ZOOKEEPER_HOME
 from zkcompat.jute.election import Notification, ServerState
 from zkcompat.peer.elector import Elector
-from zkcompat.zab.election import QuorumServer, Vote, quorum_config_bytes
+from zkcompat.zab.election import Vote
+from zkcompat.zab.membership import QuorumServer, quorum_config_bytes
 
 ELECT_TIMEOUT_S = 90.0  # two JVMs starting on a busy 2-core machine
 FORMED_TIMEOUT_S = 90.0

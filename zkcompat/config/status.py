@@ -5,8 +5,7 @@ A setting is listed here under the name a zoo.cfg gives it: QuorumPeerConfig's o
 a system property without its "zookeeper." prefix (ZooKeeper turns an unknown zoo.cfg key K
 into the system property zookeeper.K). `obeyed` is None when zkcompat lacks the setting
 whatever its value, or says which values zkcompat obeys anyway because it always behaves
-that way (ZooKeeper's default, as a rule): `reconfigEnabled=false` is obeyed,
-`reconfigEnabled=true` is not implemented. The security settings zkcompat obeys
+that way (ZooKeeper's default, as a rule). The security settings zkcompat obeys
 (secureClientPort, ssl.*, sslQuorum, portUnification, ssl.quorum.*, quorum.auth.*,
 authProvider.N, serverCnxnFactory, X509AuthenticationProvider.superUser,
 superUser, sasl.serverconfig, enforce.auth.*, sessionRequireClientSASLAuth,
@@ -118,8 +117,6 @@ UNSUPPORTED: tuple[Unsupported, ...] = (
                             ("forward_learner_requests_to_commit_processor_disabled", "false"))),
     Unsupported("jvm.pause.monitor", "false", _is("false"), _NO_JVM),
     # -- quorum
-    Unsupported("reconfigEnabled", "false", _is("false"),
-                "no dynamic reconfiguration: the server.N lines are fixed"),
     Unsupported("syncEnabled", "true", _is("true"), "an observer always logs and snapshots"),
     Unsupported("observer.syncEnabled", "true", _is("true"),
                 "an observer always logs and snapshots"),

@@ -18,6 +18,7 @@ from pathlib import Path
 from zkcompat.config import limits as client_limits
 from zkcompat.config import status as config_status
 from zkcompat.config import sysprops
+from zkcompat.config.dynamic import read_dynamic_file
 from zkcompat.config.properties import ConfigError, parse_int, parse_port, parse_properties
 from zkcompat.config.security import security_key, setup_security
 from zkcompat.config.servers import (
@@ -82,6 +83,10 @@ class Config:
     init_limit: int = 0  # ticks; 0: unset, which an ensemble refuses
     sync_limit: int = 0  # ticks; 0: unset, which an ensemble refuses
     standalone_enabled: bool = True
+    reconfig_enabled: bool = False  # reconfigEnabled: dynamic reconfiguration
+    dynamic_config_file: Path | None = None  # dynamicConfigFile: where server.N lines are
+    config_version: int = 0  # the membership's version: the dynamic file's, else 0
+    membership_keys: list[str] = field(default_factory=list)  # its file's keys, in order
     peer_type: LearnerType = LearnerType.PARTICIPANT  # as this server's server.N line says
     readonly_mode_enabled: bool = False
     digest_enabled: bool = True  # zookeeper.digest.enabled
@@ -275,6 +280,8 @@ _KEYS = {
     "initLimit": ("init_limit", lambda k, v: parse_int(k, v, 0)),
     "syncLimit": ("sync_limit", lambda k, v: parse_int(k, v, 0)),
     "standaloneEnabled": ("standalone_enabled", _quorum_boolean),
+    "reconfigEnabled": ("reconfig_enabled", _quorum_boolean),
+    "dynamicConfigFile": ("dynamic_config_file", lambda k, v: Path(v.strip())),
     "peerType": ("peer_type", peer_type),
     "electionAlg": ("election_alg", _election_alg),
     "quorumListenOnAllIPs": ("quorum_listen_on_all_ips", _quorum_boolean),
@@ -308,8 +315,6 @@ for _key, _field in (("enableServer", ("admin_enable_server", _admin_enabled)),
     _KEYS[f"admin.{_key}"] = _KEYS[f"zookeeper.admin.{_key}"] = _field
 # Keys of features zkcompat does not have, whose absence would silently change the quorum.
 _REFUSED = {
-    "dynamicConfigFile": "a separate dynamic config file is not supported: put the server.N "
-                         "lines in zoo.cfg",
     "group": "hierarchical quorums (group.N, weight.N) are not supported",
     "weight": "hierarchical quorums (group.N, weight.N) are not supported",
 }
@@ -349,7 +354,15 @@ def load(path: Path | None = None, overrides: dict[str, str] | None = None,
         # and zkcompat will not (README, "zoo.cfg settings", says why for each).
         log.warning("event=config_not_implemented keys=%s", ",".join(sorted(not_implemented)))
     settings = {**jvm.settings, **props}
-    cfg = Config(**values, limits=_limits(settings), source=path, raw=props)
+    membership_keys = list(props)
+    if values.get("dynamic_config_file") is not None:
+        # QuorumPeerConfig.parse: the server.N lines come from the dynamic file alone.
+        servers, values["config_version"] = read_dynamic_file(values["dynamic_config_file"])
+        settings = {k: v for k, v in settings.items() if not k.startswith("server.")}
+        settings.update(servers)
+        membership_keys = [*servers, "version"]
+    cfg = Config(**values, limits=_limits(settings), source=path, raw=props,
+                 membership_keys=membership_keys)
     setup_quorum(cfg, settings, "clientPort" in props)
     setup_security(cfg, settings, environ)
     return cfg

@@ -162,6 +162,28 @@ def parse_learner_info(data: bytes | None) -> tuple[int, int]:
     return sid, version
 
 
+def learner_config_version(data: bytes | None) -> int:
+    """The configVersion a LearnerInfo ends with (its learner's committed config), or
+    STATIC_CONFIG_VERSION when an older learner sent none (LearnerHandler.run)."""
+    if data is None or len(data) < 20:
+        return STATIC_CONFIG_VERSION
+    return _Q.unpack_from(data, 12)[0]
+
+
+def long_payload(value: int) -> bytes:
+    """COMMITANDACTIVATE's data, and the head of INFORMANDACTIVATE's: the designated
+    leader's sid as a long."""
+    return _Q.pack(value)
+
+
+def parse_activate(data: bytes | None, what: str) -> tuple[int, bytes]:
+    """(designated leader, the rest): COMMITANDACTIVATE's rest is empty, INFORMANDACTIVATE's
+    is the reconfig's proposal."""
+    if data is None or len(data) < 8:
+        raise JuteError(f"{what} without the designated leader")
+    return _Q.unpack_from(data)[0], bytes(data[8:])
+
+
 def int_payload(value: int) -> bytes:
     return _I.pack(value)
 

@@ -29,9 +29,8 @@ from zkcompat.zab.election import (
     ElectionEffects,
     FastLeaderElection,
     Vote,
-    as_quorum_server,
-    quorum_config_bytes,
 )
+from zkcompat.zab.membership import Membership, as_quorum_server
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,16 @@ class Elector:
     """Server my_sid's leader election among `servers` (QuorumServer tuples); cfg_keys,
     zoo.cfg's keys in file order, make the config bytes exact (quorum_config_bytes)."""
 
-    def __init__(self, my_sid: int, servers: Sequence[object], *,
+    def __init__(self, my_sid: int, servers: Sequence[object] | Membership, *,
                  finalize_wait_ms: int = FINALIZE_WAIT_MS,
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS,
                  cfg_keys: Sequence[str] | None = None,
                  rng: random.Random | None = None,
                  security: QuorumTls | None = None, sasl=None) -> None:
-        members = [as_quorum_server(s) for s in servers]
-        config = quorum_config_bytes(members, cfg_keys)
+        if not isinstance(servers, Membership):
+            servers = Membership(servers, cfg_keys=cfg_keys)
+        members = [as_quorum_server(s) for s in servers.servers.values()]
+        config = servers.to_bytes()
         voters = frozenset(m.sid for m in members if m.role != _OBSERVER)
         observers = frozenset(m.sid for m in members if m.role == _OBSERVER)
         self.fle = FastLeaderElection(my_sid, voters, observers, config,
@@ -84,6 +85,12 @@ class Elector:
         """We now follow/lead/observe with this vote: LOOKING peers get it as our answer."""
         self.fle.serve(state, vote)
         self._arm_timer()
+
+    def reconfigure(self, membership: Membership) -> None:
+        """Elect within this committed config from now on; connect to its new members."""
+        self.fle.reconfigure(membership.voters, membership.observers, membership.to_bytes())
+        for m in membership.servers.values():
+            self.cnx.addresses[m.sid] = (m.host, m.election_port)
 
     async def close(self) -> None:
         if self._timer is not None:

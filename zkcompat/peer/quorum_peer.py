@@ -4,6 +4,12 @@ As ZooKeeper's QuorumPeer.run: every term starts from the local history (tree + 
 ends when the role gives up (no quorum, leader gone); client connections close with the
 term, so clients move on to a server that serves. Each term's chain of stages is wired by
 peer/roles.py for the role the election gave this server.
+
+The membership is the committed config (QuorumPeer's quorumVerifier): zoo.cfg's server.N
+lines, or its dynamic file's, or the newer one the recovered tree's /zookeeper/config holds.
+A term that activates a new config (reconfigEnabled) writes it to zoo.cfg.dynamic.<version>
+and goes on, unless this server's role or its leader changes with it: then the term ends
+and the next election is held among the new config's voters (processReconfig).
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from zkcompat.config import Config, LearnerType
+from zkcompat.config import Config
+from zkcompat.config.dynamic import write_committed
 from zkcompat.jute import quorum as q
 from zkcompat.jute.election import ServerState
 from zkcompat.jute.errors import JuteError
@@ -24,10 +31,12 @@ from zkcompat.security.quorum_sasl import QuorumAuthServerExchange
 from zkcompat.server.expirer import run_expirer
 from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
+from zkcompat.tree.paths import CONFIG
 from zkcompat.tree.snapstream import SLICE_NODES
-from zkcompat.zab.election import Vote, quorum_config_bytes
+from zkcompat.zab.election import Vote
 from zkcompat.zab.leader import Leader, Snap
 from zkcompat.zab.learner import Learner
+from zkcompat.zab.membership import Membership
 from zkcompat.zab.peer import zxid_epoch
 
 log = logging.getLogger(__name__)
@@ -73,6 +82,10 @@ class Term:
     def abandon(self, reason: str) -> None:
         self.end(reason)
 
+    def activate(self, membership: Membership, designated: int | None) -> None:
+        if self.qp.activate(membership, designated):
+            self.end("changes proposed in reconfig")
+
     def disconnect(self, sids: list) -> None:
         for sid in sids:
             conn = self.conns.pop(sid, None)
@@ -101,24 +114,97 @@ class QuorumPeer:
         self.datadir = datadir
         self.build_pipeline = build_pipeline  # (tree, role, term) -> Pipeline (None: read-only)
         self.sid = config.server_id
-        self.me = config.servers[self.sid]
-        self.observer = self.me.role == LearnerType.OBSERVER
         self.tree = ctx.tree
         self.epochs = epochs or EpochFiles(config.data_dir,
                                            zxid_epoch(self.tree.last_processed_zxid))
-        servers = sorted(config.servers.values(), key=lambda s: s.sid)
-        cfg_keys = list(config.raw)  # zoo.cfg's keys in file order: the exact config bytes
-        self.config_bytes = quorum_config_bytes(servers, cfg_keys)
-        ctx.quorum_config = self.config_bytes  # conf prints the membership
-        self.elector = Elector(self.sid, servers, cfg_keys=cfg_keys, rng=rng,
+        # The membership file's keys in file order make the config bytes exact.
+        self.membership = self._recovered_membership(
+            Membership(config.servers.values(), config.config_version, config.membership_keys))
+        self.last_seen = self.membership  # a reconfig proposed and not yet committed
+        self._show_membership()
+        self.elector = Elector(self.sid, self.membership, rng=rng,
                                security=config.quorum_tls, sasl=config.quorum_sasl)
         self.state = ServerState.LOOKING
         self.sync_started: float | None = None  # a learner's term: its LEADERINFO arrived
+
+    @property
+    def me(self):
+        return self.membership.servers.get(self.sid)
+
+    @property
+    def observer(self) -> bool:
+        return self.sid in self.membership.observers
+
+    def _recovered_membership(self, configured: Membership) -> Membership:
+        """The tree's /zookeeper/config when it is newer than the config files: a reconfig
+        committed and applied here before its dynamic file was written (a crash between)."""
+        node = self.tree.get(CONFIG)
+        if not self.config.reconfig_enabled or node is None or not node.data:
+            return configured
+        try:
+            recovered = Membership.parse(node.data)
+        except ValueError as e:
+            log.warning("event=config_node_unreadable reason=%r action=use_config_file", str(e))
+            return configured
+        if recovered.version <= configured.version:
+            return configured
+        log.warning("event=config_recovered_from_tree version=0x%x file_version=0x%x",
+                    recovered.version, configured.version)
+        self._write_dynamic(recovered)
+        return recovered
+
+    def _show_membership(self) -> None:
+        """/zookeeper/config and `conf` show the committed config (initConfigInZKDatabase:
+        setData with version -1 and the config's version as its mzxid)."""
+        m = self.membership
+        self.ctx.quorum_config = m.to_bytes()
+        self.tree.set_config_node(m.to_bytes(), m.version, self.ctx.clock.wall_ms())
+
+    def activate(self, new: Membership, designated: int | None) -> bool:
+        """processReconfig: commit `new` here. True if the term must end: our role in it
+        changed, or our leader is not the one it designates (or no longer votes)."""
+        old = self.membership
+        if new.version <= old.version:
+            return False
+        self.membership = self.last_seen = new
+        self._write_dynamic(new)
+        self._show_membership()
+        self.elector.reconfigure(new)
+        log.info("event=config_committed version=0x%x voters=%s observers=%s", new.version,
+                 sorted(new.voters), sorted(new.observers))
+        role_changed = _role(old, self.sid) != _role(new, self.sid)
+        leader = self.vote.leader if getattr(self, "vote", None) is not None else None
+        if designated is not None:
+            leader_changed = designated != leader
+        else:
+            was, now = old.servers.get(leader), new.servers.get(leader)
+            leader_changed = (leader not in new.voters or was is None or now is None
+                              or (was.host, was.quorum_port) != (now.host, now.quorum_port))
+        return role_changed or leader_changed
+
+    def _write_dynamic(self, m: Membership) -> None:
+        cfg = self.config
+        if cfg.source is None:
+            return  # a configuration built in memory (tests, the simulator)
+        me = m.servers.get(self.sid)
+        erase = me is not None and me.client_port is not None
+        try:
+            write_committed(cfg.source, m.dynamic_file_text(), m.version, erase)
+        except OSError as e:
+            log.error("event=dynamic_config_write_failed version=0x%x error=%r", m.version,
+                      str(e))
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while True:
+                if self.me is None:
+                    # Removed by a reconfig: no role in the ensemble until an operator adds
+                    # it again or stops it (ZooKeeper's server keeps looking in vain).
+                    log.warning("event=not_in_config sid=%d version=0x%x", self.sid,
+                                self.membership.version)
+                    await asyncio.sleep(self.config.tick_time_ms / 1000 * 10)
+                    continue
                 self.state = ServerState.LOOKING
                 self.ctx.stats.quorum.looking(loop.time())
                 read_only = self._read_only_later()
@@ -186,11 +272,12 @@ class QuorumPeer:
 
     async def _lead(self, term: Term) -> None:
         cfg = self.config
-        leader = self.leader_class(self.sid, cfg.voters, self.epochs.accepted, self.epochs.current,
-                        self.tree.last_processed_zxid, LogHistory(self.datadir.txnlog),
+        leader = self.leader_class(self.sid, self.membership, self.epochs.accepted,
+                        self.epochs.current, self.tree.last_processed_zxid,
+                        LogHistory(self.datadir.txnlog),
                         init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
-                        config_bytes=self.config_bytes, quorum_sync=cfg.quorum_sync,
-                        counters=self.ctx.stats.quorum.counters)
+                        last_seen=self.last_seen, reconfig_enabled=cfg.reconfig_enabled,
+                        quorum_sync=cfg.quorum_sync, counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, leader, term)
         shell = pipeline.shell
         # Accepted, not yet identified by FOLLOWERINFO: closed with the term all the same
@@ -280,10 +367,11 @@ class QuorumPeer:
 
     async def _learn(self, term: Term, leader_sid: int) -> None:
         cfg = self.config
-        target = cfg.servers[leader_sid]
+        target = self.membership.servers[leader_sid]
         learner = self.learner_class(self.sid, leader_sid, self.epochs.accepted, self.epochs.current,
                           self.tree.last_processed_zxid, observer=self.observer,
                           init_limit_ticks=cfg.init_limit, sync_limit_ticks=cfg.sync_limit,
+                          membership=self.membership, reconfig_enabled=cfg.reconfig_enabled,
                           counters=self.ctx.stats.quorum.counters)
         pipeline = term.pipeline = self.build_pipeline(self.tree, learner, term)
         shell = pipeline.shell
@@ -343,6 +431,7 @@ class QuorumPeer:
             log.info("event=snap_installed zxid=0x%x nodes=%d", zxid, len(tree.nodes))
         tree.set_digest_enabled(self.config.digest_enabled)
         self.tree = tree
+        self._show_membership()  # Learner.syncWithLeader: the SNAP's config node is the leader's
         self.ctx.tree = tree
         pipeline.set_tree(tree)
         self.ctx.snapshotter.tree = tree
@@ -396,6 +485,12 @@ class QuorumPeer:
             n += 1
         if n:
             log.info("event=log_fast_forwarded txns=%d zxid=0x%x", n, tree.last_processed_zxid)
+
+
+def _role(m: Membership, sid: int) -> str:
+    """QuorumPeer.updateLearnerType: a server the config leaves out stays a participant
+    (a non-voting one, which keeps following its leader until the term ends)."""
+    return "observer" if sid in m.observers else "participant"
 
 
 def _ignore_synced(zxid: int) -> None:

@@ -16,6 +16,7 @@ from zkcompat.server.learner_requests import LearnerRequests
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.server.prep import Prep
 from zkcompat.server.readonly_requests import ReadOnlyRequests
+from zkcompat.server.reconfig import Reconfigurer
 from zkcompat.server.sessions import SessionTracker
 from zkcompat.server.sync import PendingSyncs
 from zkcompat.zab.leader import Leader
@@ -39,7 +40,7 @@ def standalone(ctx, tree, leader: Leader, term=None) -> Pipeline:
 def leader(ctx, tree, leader: Leader, term) -> Pipeline:
     """An ensemble's leader: a standalone server's chain, timing its txns' ACKs and commits;
     with quorumSync its clients' syncs wait for a quorum round, as its learners' do."""
-    if len(leader.voters) == 1 and not leader.quorum_sync:
+    if len(leader.membership.servers) == 1 and not leader.quorum_sync:
         return standalone(ctx, tree, leader, term)
     apply = _apply(ctx, tree)
     syncs = PendingSyncs(apply) if leader.quorum_sync else None
@@ -90,5 +91,7 @@ def _apply(ctx, tree) -> Apply:
 
 def _prep(ctx, tree, leader: Leader) -> Prep:
     config = ctx.config
+    reconfigurer = Reconfigurer(leader if config.is_ensemble else None, config.reconfig_enabled,
+                                config.standalone_enabled)
     return Prep(tree, leader.next_zxid, ctx.clock.wall_ms, config.extended_types_enabled,
-                config.enforce_quota)
+                config.enforce_quota, reconfigurer)

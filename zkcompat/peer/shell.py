@@ -37,6 +37,8 @@ class Alone:
 
     def disconnect(self, sids: list) -> None: ...
 
+    def activate(self, membership, designated) -> None: ...
+
 
 class Shell:
     """Obeys one role's effects for one term. `term` is the part that reaches beyond this
@@ -97,6 +99,8 @@ class Shell:
             self.syncs.synced()
         if effects.disconnect:
             self.term.disconnect(effects.disconnect)
+        if effects.activate is not None:
+            self.term.activate(*effects.activate)
         if effects.serve:
             self.term.serve()
         if effects.abandon:

@@ -43,7 +43,7 @@ from zkcompat.tree.datatree import (
 )
 from zkcompat.tree.digest import as_java_long, stat_digest
 from zkcompat.tree.errors import KeeperError
-from zkcompat.tree.paths import SPECIAL_PATHS, parent_of, split_parent, validate_path
+from zkcompat.tree.paths import CONFIG, SPECIAL_PATHS, parent_of, split_parent, validate_path
 from zkcompat.tree.txn import TXN_RECORD, Txn
 
 log = logging.getLogger(__name__)
@@ -126,8 +126,9 @@ class Prep:
     """PrepRequestProcessor. `next_zxid` and `now_ms` come from the leader's shell."""
 
     def __init__(self, tree: DataTree, next_zxid, now_ms, extended_types: bool = False,
-                 enforce_quota: bool = False):
+                 enforce_quota: bool = False, reconfigurer=None):
         self.tree = tree
+        self.reconfigurer = reconfigurer  # server/reconfig.Reconfigurer; None: disabled
         self._next_zxid = next_zxid
         self._now_ms = now_ms
         self.extended_types = extended_types
@@ -482,8 +483,18 @@ class Prep:
         return r.CheckVersionTxn(path, _next_version(node.version, rec.version, path))
 
     def prep_reconfig(self, req, rec, op_type, zxid, pending):
-        # reconfigEnabled is off: dynamic reconfiguration arrives with replication.
-        raise KeeperError(Code.RECONFIGDISABLED)
+        """server/reconfig.py checks it and makes the next config; the config node's ACL
+        is checked last, as ZooKeeper does (only super may write it)."""
+        reconfigurer = self.reconfigurer
+        if reconfigurer is None:
+            raise KeeperError(Code.RECONFIGDISABLED)
+        reconfigurer.check_enabled()
+        self._check_session(req)
+        new = reconfigurer.next_config(rec, zxid)
+        check_acl(self._record(CONFIG).acl, PERM_WRITE, req.auth_ids)
+        log.info("event=reconfig_proposed zxid=0x%x voters=%s observers=%s", zxid,
+                 sorted(new.voters), sorted(new.observers))
+        return r.SetDataTxn(CONFIG, new.to_bytes(), -1)
 
     def prep_create_session(self, req, rec, op_type, zxid, pending):
         return rec  # a CreateSessionTxn built by the connection at the handshake

@@ -31,6 +31,11 @@ def _stat_reply(xid, zxid, rc):
     return encode_reply_raw(xid, zxid, rc.node.stat_bytes())
 
 
+def _reconfig_reply(xid, zxid, rc):
+    """FinalRequestProcessor: the config now committed, and the config node's Stat."""
+    return encode_reply(xid, zxid, 0, r.GetDataResponse(rc.node.data, rc.node.stat()))
+
+
 def _multi_reply(xid, zxid, rc):
     return encode_reply(xid, zxid, 0, _multi_body(rc))
 
@@ -66,6 +71,7 @@ WRITE_REPLY = {
     OpCode.CREATE_TTL: _create2_reply,
     OpCode.SET_DATA: _stat_reply,
     OpCode.SET_ACL: _stat_reply,
+    OpCode.RECONFIG: _reconfig_reply,
     OpCode.MULTI: _multi_reply,
 }
 

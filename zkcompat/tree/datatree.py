@@ -147,6 +147,12 @@ class ApplyResult:
             self._stat = self.node.stat()
 
 
+class _ConfigBody:
+    """What a view needs to know of a setData of /zookeeper/config: its path."""
+
+    path = CONFIG
+
+
 class DataTree:
     """`digest` is ZooKeeper's getTreeDigest after the last apply, a signed 64-bit long; None
     while the digest is off (zookeeper.digest.enabled=false), when apply does no digest work
@@ -172,6 +178,15 @@ class DataTree:
         self.digest_enabled = digest_enabled
         self.digest: int | None = None
         self.recompute_digest()
+
+    def set_config_node(self, data: bytes, zxid: int, mtime: int) -> None:
+        """ZKDatabase.initConfigInZKDatabase: /zookeeper/config shows the committed
+        membership, set outside any txn as a setData with version -1 whose zxid is the
+        config's version. Not in the digest (under /zookeeper/); open views keep the old."""
+        for view in self.views:
+            view.before(OpCode.SET_DATA, _ConfigBody, 0)
+        node = self.nodes[CONFIG]
+        node.data, node.mzxid, node.mtime, node.version = data, zxid, mtime, -1
 
     # -- reads ------------------------------------------------------------------
 

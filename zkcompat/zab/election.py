@@ -1,7 +1,7 @@
 """FastLeaderElection of ZooKeeper 3.8.0 as a sans-I/O state machine: notifications and
 ticks in, ElectionEffects out. The shell owns sockets and the clock (peer/elector.py).
 
-    fle = FastLeaderElection(my_sid, voters, observers, quorum_config_bytes(servers))
+    fle = FastLeaderElection(my_sid, voters, observers, membership.to_bytes())
     fx = fle.look(last_zxid, peer_epoch, now_ms)   # a new round: logicalclock+1, vote for self
     fx = fle.step(sid, notification, now_ms)       # a notification received from sid
     fx = fle.tick(now_ms, have_delivered)          # at or after fle.next_deadline_ms
@@ -12,12 +12,11 @@ when `decided` is set the round is over: the machine already answers LOOKING pee
 that vote (WorkerReceiver's rule), until serve() updates the vote or look() starts again.
 `connect_all` asks the shell to (re)connect to every peer it has queued messages for.
 
-quorum_config_bytes() gives the config bytes 3.8 puts in each notification.
+zab/membership.py gives the config bytes 3.8 puts in each notification.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -150,6 +149,15 @@ class FastLeaderElection:
         self._fx = ElectionEffects()
 
     # -- the API ---------------------------------------------------------------------
+
+    def reconfigure(self, voters: frozenset[int], observers: frozenset[int],
+                    config_bytes: bytes) -> None:
+        """A new config is committed (QuorumPeer.processReconfig): votes count in it, and
+        notifications carry it, from the next one on."""
+        self.voters, self.observers = frozenset(voters), frozenset(observers)
+        self.config_bytes = config_bytes
+        self._quorum_half = len(self.voters) // 2
+        self.participant = self.my_sid in self.voters
 
     @property
     def proposal(self) -> Vote:
@@ -376,156 +384,4 @@ _ON_STATE = {
     ServerState.FOLLOWING: FastLeaderElection._on_out_of_election,
     ServerState.LEADING: FastLeaderElection._on_out_of_election,
 }
-
-
-# -- the config field ---------------------------------------------------------------------
-
-
-class QuorumServer(NamedTuple):
-    """One server.N line of zoo.cfg. client_port is the ";[host:]port" part of that line
-    (None when the line has none); client_host None with a port means "0.0.0.0"."""
-
-    sid: int
-    host: str
-    quorum_port: int
-    election_port: int
-    role: str = "participant"
-    client_host: str | None = None
-    client_port: int | None = None
-
-
-def as_quorum_server(s: object) -> QuorumServer:
-    """A QuorumServer from a 7-tuple or from anything with those attributes (such as
-    zkcompat.config.QuorumServer)."""
-    if isinstance(s, tuple):
-        return QuorumServer(*s)
-    return QuorumServer(*(getattr(s, name) for name in QuorumServer._fields))
-
-
-# java.util.HashMap's defaults: the order QuorumMaj.toString walks its members in.
-_HASHMAP_CAPACITY = 16
-_HASHMAP_LOAD_FACTOR = 0.75
-_INT_MASK = 0xFFFFFFFF
-_ROLES = ("participant", "observer")
-# QuorumMaj(Properties): "version" is read as hex; a static zoo.cfg has none, so 0.
-STATIC_CONFIG_VERSION = 0
-
-
-def quorum_config_bytes(servers: Iterable[object],
-                        cfg_keys: Sequence[str] | None = None) -> bytes:
-    """QuorumMaj.toString().getBytes(UTF_8) for a static zoo.cfg with these server lines:
-    "server.N=host:qport:eport:role[;clientHost:clientPort]\n" per member, then
-    "version=0" with no newline.
-
-    A server line without a client part prints none on every server (its own client
-    address comes from clientPort and is marked isClientAddrFromStatic).
-
-    Members come in java.util.HashMap<Long> order: by sid modulo the table size (16 up to
-    12 servers, then 32, ...). Sids sharing a slot (1 and 17) come in the order
-    QuorumMaj(Properties) met them, which is java.util.Properties' (a ConcurrentHashMap
-    of every zoo.cfg key): pass cfg_keys, all keys of zoo.cfg in file order, to get it
-    exactly; without them such sids keep the order given here.
-
-    Send exactly this: a 3.8 peer parses it (configFromString); a config version above
-    its own makes a LOOKING ZooKeeper reconfigure to it, an unparsable one is logged
-    ("Something went wrong while processing config"), and one that raises a
-    RuntimeException there (a non-numeric server.X id) kills its WorkerReceiver thread.
-    """
-    members = [as_quorum_server(s) for s in servers]
-    if cfg_keys is not None:
-        rank = {key: i for i, key in enumerate(properties_order(cfg_keys))}
-        missing = [m.sid for m in members if f"server.{m.sid}" not in rank]
-        if missing:
-            raise ValueError(f"cfg_keys lack server.N for {missing}")
-        members.sort(key=lambda m: rank[f"server.{m.sid}"])
-    lines = [f"server.{m.sid}={_server_value(m)}\n" for m in _hashmap_order(members)]
-    return ("".join(lines) + f"version={STATIC_CONFIG_VERSION:x}").encode()
-
-
-def _server_value(m: QuorumServer) -> str:
-    """QuorumServer.toString for one address."""
-    if m.role not in _ROLES:
-        raise ValueError(f"server.{m.sid}: role {m.role!r} is not one of {_ROLES}")
-    text = f"{_delimited(m.host)}:{m.quorum_port}:{m.election_port}:{m.role}"
-    if m.client_port is not None:
-        text += f";{_delimited(m.client_host or '0.0.0.0')}:{m.client_port}"
-    return text
-
-
-def _delimited(host: str) -> str:
-    """QuorumServer.delimitedHostString."""
-    return f"[{host}]" if ":" in host else host
-
-
-def _hashmap_order(members: list[QuorumServer]) -> list[QuorumServer]:
-    capacity = _HASHMAP_CAPACITY
-    while len(members) > capacity * _HASHMAP_LOAD_FACTOR:
-        capacity *= 2
-    return sorted(members, key=lambda m: _long_hash_bucket(m.sid, capacity))  # stable
-
-
-def _long_hash_bucket(sid: int, capacity: int) -> int:
-    """HashMap.hash(Long.valueOf(sid)) & (capacity - 1)."""
-    v = sid & ((1 << 64) - 1)
-    h = (v ^ (v >> 32)) & _INT_MASK
-    return (h ^ (h >> 16)) & (capacity - 1)
-
-
-# java.util.Properties() is a ConcurrentHashMap(8): a 16-bin table resized at 3/4 full.
-_CHM_CAPACITY = 16
-_CHM_HASH_BITS = 0x7FFFFFFF
-_CHM_TREEIFY_THRESHOLD = 8
-
-
-def properties_order(keys: Sequence[str]) -> list[str]:
-    """The order a java.util.Properties (Java 17) iterates keys put in this order, as
-    Properties.load puts a file's keys: ConcurrentHashMap bins in index order, each bin
-    in insertion order except as transfer() rearranges it on a resize. A bin of more than
-    TREEIFY_THRESHOLD keys (which Java turns into a tree or a bigger table) is refused."""
-    table: list[list[tuple[int, str]]] = [[] for _ in range(_CHM_CAPACITY)]
-    count = 0
-    for key in keys:
-        h = _chm_spread(_java_string_hash(key))
-        bin_ = table[h & (len(table) - 1)]
-        if any(k == key for _, k in bin_):
-            continue  # a repeated key keeps its place
-        if len(bin_) >= _CHM_TREEIFY_THRESHOLD:
-            raise ValueError(f"{key!r}: bin of {len(bin_) + 1} keys is not modelled")
-        bin_.append((h, key))
-        count += 1
-        while count >= len(table) - (len(table) >> 2):
-            table = _chm_transfer(table)
-    return [key for bin_ in table for _, key in bin_]
-
-
-def _chm_transfer(table: list[list[tuple[int, str]]]) -> list[list[tuple[int, str]]]:
-    """ConcurrentHashMap.transfer for one thread: each bin splits by the new hash bit;
-    the longest tail on one side is kept as is, the nodes before it are prepended."""
-    n = len(table)
-    out: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
-    for i, bin_ in enumerate(table):
-        if not bin_:
-            continue
-        run_start = len(bin_) - 1
-        run_bit = bin_[run_start][0] & n
-        while run_start > 0 and bin_[run_start - 1][0] & n == run_bit:
-            run_start -= 1
-        sides: dict[int, list[tuple[int, str]]] = {0: [], n: []}
-        sides[run_bit] = list(bin_[run_start:])
-        for node in bin_[:run_start]:
-            sides[node[0] & n].insert(0, node)
-        out[i], out[i + n] = sides[0], sides[n]
-    return out
-
-
-def _java_string_hash(text: str) -> int:
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & _INT_MASK
-    return h
-
-
-def _chm_spread(h: int) -> int:
-    return (h ^ (h >> 16)) & _CHM_HASH_BITS
 _OUT_OF_ELECTION = frozenset((ServerState.FOLLOWING, ServerState.LEADING))

@@ -12,6 +12,16 @@ Time comes in as tick() calls, one per half tickTime (the leader pings that ofte
 limits (initLimit, syncLimit) are counted in those half ticks. Nothing here does I/O: the
 history of committed txns is read through the `history` object the shell passes in.
 
+Membership (reconfig, as ZooKeeper 3.9): a quorum is one of the committed configuration
+and, while a reconfig is proposed and not committed, also one of that next configuration
+(`last_seen`), for every txn from the reconfig on, for NEWLEADER and for staying leader.
+The reconfig's txn commits as COMMITANDACTIVATE (INFORMANDACTIVATE to observers), naming
+the designated leader of the new configuration: this one if it still votes in it, else
+the new voter that acknowledged most; a leader that is not designated commits nothing
+more (allowedToCommit) and leaves the term to that one. With reconfigEnabled, the first
+established term of a static configuration (version 0) gives it the version of its
+NEWLEADER (ZOOKEEPER-1783), as every later config has the zxid of its txn.
+
 quorumSync (not ZooKeeper's; off by default): a sync is answered only once a quorum of
 voters has answered a PING sent after the sync arrived, as etcd's ReadIndex confirms its
 leadership, so a deposed leader that has not noticed yet cannot answer it (ZOOKEEPER-1675).
@@ -29,12 +39,14 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.txn import Txn, encode_proposal
+from zkcompat.zab.membership import STATIC_CONFIG_VERSION, Membership
 from zkcompat.zab.peer import COUNTER_MASK, BufferStats, Effects, ZabCounters, make_zxid, zxid_epoch
 
 log = logging.getLogger(__name__)
 
 P = q.PacketType
 _PROPOSAL, _COMMIT, _INFORM = int(P.PROPOSAL), int(P.COMMIT), int(P.INFORM)
+_RECONFIG = int(OpCode.RECONFIG)
 _ZXID_OF = attrgetter("zxid")
 HALF_TICKS_PER_TICK = 2
 # zookeeper.commitLogCount: committed txns kept in memory to sync learners from. Ours also
@@ -81,21 +93,28 @@ class LearnerInfo:
 
 
 class Leader:
-    def __init__(self, my_sid: int, voters: frozenset[int], accepted_epoch: int,
+    def __init__(self, my_sid: int, membership: Membership | frozenset[int], accepted_epoch: int,
                  current_epoch: int, last_zxid: int, history=None, *,
                  init_limit_ticks: int = 10, sync_limit_ticks: int = 5,
-                 config_bytes: bytes = b"", quorum_sync: bool = False,
-                 counters: ZabCounters | None = None):
-        assert my_sid in voters, "only a voter leads"
+                 last_seen: Membership | None = None, reconfig_enabled: bool = False,
+                 quorum_sync: bool = False, counters: ZabCounters | None = None):
+        if not isinstance(membership, Membership):  # voters' sids alone (tests, standalone)
+            membership = Membership.of_voters(membership)
+        assert my_sid in membership.voters, "only a voter leads"
         self.counters = counters if counters is not None else ZabCounters()
         self.proposal_sizes = BufferStats()  # Leader.proposalStats: this term's proposals
         self.my_sid = my_sid
-        self.voters = voters
-        self.quorum = len(voters) // 2 + 1
+        self.membership = membership  # the committed configuration
+        # The newest configuration proposed (a reconfig not yet committed, or one this
+        # server logged before the election): NEWLEADER carries it and, once a quorum of
+        # both has synced, the term activates it.
+        self.last_seen = last_seen if last_seen is not None else membership
+        self.reconfig_enabled = reconfig_enabled
+        self._reconfig_zxid = 0  # the reconfig proposed this term, until it commits
+        self.allowed_to_commit = True  # False once a reconfig designated another leader
         self.history = history
         self.accepted_epoch = accepted_epoch
         self.current_epoch = current_epoch
-        self.config_bytes = config_bytes
         self.init_limit = init_limit_ticks * HALF_TICKS_PER_TICK
         self.sync_limit = sync_limit_ticks * HALF_TICKS_PER_TICK
         self.now = 0
@@ -111,7 +130,8 @@ class Leader:
         self._summary = (current_epoch, last_zxid)
         self._outstanding: list[Txn] = []  # proposed, not yet committed, in zxid order
         self._committed: deque[Txn] = deque()  # the newest committed txns (COMMIT_LOG_COUNT)
-        self._keep_committed = len(voters) > 1  # an ensemble of one has nobody to sync
+        # An ensemble of one has nobody to sync, unless a reconfig may grow it.
+        self._keep_committed = len(membership.servers) > 1 or reconfig_enabled
         self._pending_syncs: dict[int, list[int]] = {}  # zxid -> learners waiting for it
         # quorumSync: a round is one PING to every learner past its sync; round r is confirmed
         # once a quorum of voters (us included) has answered round r or a later one.
@@ -126,12 +146,41 @@ class Leader:
     @classmethod
     def standalone(cls, my_sid: int, epoch: int, last_zxid: int) -> Leader:
         """An ensemble of one: established at once, continuing the epoch of its log."""
-        leader = cls(my_sid, frozenset((my_sid,)), epoch, epoch, last_zxid)
+        leader = cls(my_sid, Membership.of_voters((my_sid,)), epoch, epoch, last_zxid)
         leader.epoch = epoch
         leader.established = True
         if zxid_epoch(last_zxid) != epoch:
             leader.last_proposed_zxid = leader.last_committed_zxid = make_zxid(epoch, 0)
         return leader
+
+    # -- membership -------------------------------------------------------------------
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.membership.voters
+
+    @property
+    def config_bytes(self) -> bytes:
+        """What NEWLEADER carries (Leader.getQuorumVerifierBytes): the last seen config."""
+        return self.last_seen.to_bytes()
+
+    @property
+    def reconfig_pending(self) -> bool:
+        return self.last_seen.version != self.membership.version
+
+    def _has_quorums(self, sids) -> bool:
+        """A quorum of the committed config, and of the next one while it is pending
+        (SyncedLearnerTracker.hasAllQuorums)."""
+        if not self.membership.contains_quorum(sids):
+            return False
+        return not self.reconfig_pending or self.last_seen.contains_quorum(sids)
+
+    def synced_quorum(self, membership: Membership) -> bool:
+        """Leader.isQuorumSynced: a quorum of `membership` is us (if we vote in it) and
+        followers connected and past their sync; a reconfig needs one (NewConfigNoQuorum)."""
+        sids = [self.my_sid] + [li.sid for li in self.learners.values()
+                                if li.forwarding and not li.observer and li.phase != "newleader"]
+        return membership.contains_quorum(sids)
 
     # -- the term's start -----------------------------------------------------------
 
@@ -142,15 +191,19 @@ class Leader:
     def _try_epoch(self, fx: Effects) -> Effects:
         if self.epoch >= 0:
             return fx
-        connected = [self.accepted_epoch] + [
-            li.accepted_epoch for li in self.learners.values() if not li.observer]
-        if len(connected) < self.quorum:
+        followers = [li for li in self.learners.values() if not li.observer]
+        if not self.membership.contains_quorum([self.my_sid] + [li.sid for li in followers]):
             return fx
-        self.epoch = max(connected) + 1
+        self.epoch = max([self.accepted_epoch] + [li.accepted_epoch for li in followers]) + 1
         self.accepted_epoch = self.epoch
         fx.accepted_epoch = self.epoch
         # The new epoch's first txn is (epoch, 1); what we logged before is its history.
         self.last_proposed_zxid = make_zxid(self.epoch, 0)
+        if (self.reconfig_enabled and self.membership.version == STATIC_CONFIG_VERSION
+                and not self.reconfig_pending):
+            # ZOOKEEPER-1783: the static config gets a version once a quorum established
+            # it (NEWLEADER's zxid), so it outranks the partial config of a joining server.
+            self.last_seen = self.membership.with_version(self.last_proposed_zxid)
         log.info("event=new_epoch epoch=%d sid=%d learners=%s", self.epoch, self.my_sid,
                  sorted(self.learners))
         for li in self.learners.values():
@@ -165,7 +218,8 @@ class Leader:
                                           q.int_payload(q.PROTOCOL_VERSION))))
 
     def _try_epoch_quorum(self, fx: Effects) -> Effects:
-        if self.current_epoch == self.epoch or len(self.epoch_acked) < self.quorum:
+        if self.current_epoch == self.epoch or not self.membership.contains_quorum(
+                self.epoch_acked):
             return fx
         self.current_epoch = self.epoch
         fx.current_epoch = self.epoch
@@ -176,10 +230,14 @@ class Leader:
         return self._try_establish(fx)
 
     def _try_establish(self, fx: Effects) -> Effects:
-        if self.established or len(self.newleader_acked) < self.quorum:
+        if self.established or not self._has_quorums(self.newleader_acked):
             return fx
         self.established = True
         fx.serve = True
+        if self.last_seen != self.membership:
+            # Leader.startZkServer (ZOOKEEPER-1324): the config NEWLEADER carried, which a
+            # quorum of it has now synced, becomes the committed one.
+            self._activate(self.last_seen, sorted(self.newleader_acked), fx)
         log.info("event=leader_established epoch=%d sid=%d synced=%s", self.epoch, self.my_sid,
                  sorted(self.newleader_acked))
         for sid in sorted(self.newleader_acked):
@@ -198,8 +256,17 @@ class Leader:
         """A learner's first packet, FOLLOWERINFO or OBSERVERINFO."""
         fx = Effects()
         observer = pkt.type == P.OBSERVERINFO
-        if pkt.type not in (P.FOLLOWERINFO, P.OBSERVERINFO) or (not observer and
-                                                               sid not in self.voters):
+        if pkt.type not in (P.FOLLOWERINFO, P.OBSERVERINFO):
+            fx.disconnect = [sid]
+            return fx
+        if sid not in self.membership.servers and sid not in self.last_seen.servers:
+            # LearnerHandler lets it sync: a server about to join by reconfig must be
+            # connected and synced first. Its ACKs count in no quorum until it is a voter.
+            log.info("event=learner_not_in_config sid=%d version=0x%x", sid,
+                     self.membership.version)
+        if q.learner_config_version(pkt.data) > self.membership.version:
+            log.warning("event=learner_ahead sid=%d reason=%r", sid,
+                        "Follower is ahead of the leader (has a later activated configuration)")
             fx.disconnect = [sid]
             return fx
         li = LearnerInfo(sid, observer, zxid_epoch(pkt.zxid), self.now)
@@ -399,6 +466,12 @@ class Leader:
         outstanding = self._outstanding
         assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
         outstanding.extend(txns)
+        if self.reconfig_enabled:
+            for txn in txns:
+                if txn.hdr.type == _RECONFIG:
+                    # Leader.propose: from this txn on, a quorum of the next config too.
+                    self.last_seen = Membership.parse(txn.body.data)
+                    self._reconfig_zxid = txn.zxid
         if not self.learners:
             # Standalone (ZooKeeper's has no Leader to count proposals), or a leader whose
             # learners are gone and that gives up at its next tick: nothing sent or counted.
@@ -416,24 +489,39 @@ class Leader:
     def on_persisted(self, zxid: int) -> Effects:
         """Our own log has every txn up to `zxid` on disk: that is our ACK."""
         self.last_logged_zxid = zxid
-        if self.quorum == 1:
+        if not self.learners and self.membership.voters == {self.my_sid}:
             return self._commit_upto(zxid)
         return self._commit_upto(self._quorum_acked())
 
     def _quorum_acked(self) -> int:
-        """The highest zxid a quorum of voters has durably (each logs in zxid order)."""
-        acked = [self.last_logged_zxid]
-        acked += [li.acked for li in self.learners.values()
-                  if li.forwarding and not li.observer and li.phase != "newleader"]
-        if len(acked) < self.quorum:
-            return 0
-        acked.sort(reverse=True)
-        return acked[self.quorum - 1]
+        """The highest zxid a quorum has durably (each logs in zxid order): of the
+        committed config; from a pending reconfig's txn on, of both configs."""
+        acks = [(self.last_logged_zxid, self.my_sid)]
+        acks += [(li.acked, li.sid) for li in self.learners.values()
+                 if li.forwarding and not li.observer and li.phase != "newleader"]
+        acks.sort(reverse=True)
+        upto = self._highest_acked(acks, self.membership)
+        if self.reconfig_pending and upto >= self._reconfig_zxid > 0:
+            upto = max(self._reconfig_zxid - 1, self._highest_acked(acks, self.last_seen))
+        return upto
+
+    @staticmethod
+    def _highest_acked(acks: list[tuple[int, int]], membership: Membership) -> int:
+        voters, need, n = membership.voters, membership.quorum_size, 0
+        for zxid, sid in acks:
+            if sid in voters:
+                n += 1
+                if n == need:
+                    return zxid
+        return 0
 
     def _commit_upto(self, zxid: int) -> Effects:
         outstanding = self._outstanding
-        if not outstanding or zxid < outstanding[0].zxid:
+        if not outstanding or zxid < outstanding[0].zxid or not self.allowed_to_commit:
             return Effects()
+        reconfig = self._reconfig_zxid
+        if reconfig and outstanding[0].zxid <= reconfig <= zxid:
+            return self._commit_reconfig(reconfig)
         i = bisect_right(outstanding, zxid, key=_ZXID_OF)  # zxid order: a binary search
         committed = outstanding[:i]
         del outstanding[:i]
@@ -460,13 +548,74 @@ class Leader:
                 if commits is None:
                     commits = b"".join([q.bare_packet_bytes(_COMMIT, t.zxid) for t in committed])
                 send.append((li.sid, commits))
-        if self._pending_syncs:
-            for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
-                send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))
+        self._answer_pending_syncs(send)
         fx = Effects(send=send, deliver=committed)
         if self._quorum_syncs:
             self._answer_quorum_syncs(fx)
         return fx
+
+    def _commit_reconfig(self, reconfig_zxid: int) -> Effects:
+        """Commit up to the reconfig's txn, which goes out as COMMITANDACTIVATE (and
+        INFORMANDACTIVATE) with the designated leader; then what else a quorum of the new
+        config has, if we still lead it (Leader.tryToCommit, processAck's loop)."""
+        before = self._commit_upto(reconfig_zxid - 1) if (
+            self._outstanding[0].zxid < reconfig_zxid) else Effects()
+        txn = self._outstanding.pop(0)
+        assert txn.zxid == reconfig_zxid
+        new = self.last_seen
+        acked = [self.my_sid] + [li.sid for li in self.learners.values()
+                                 if li.forwarding and not li.observer and li.acked >= txn.zxid]
+        self.last_committed_zxid = txn.zxid
+        if self._keep_committed:
+            self._committed.append(txn)
+        self._reconfig_zxid = 0
+        designated = self._activate(new, acked, before)
+        data = q.long_payload(designated)
+        proposal = encode_proposal(txn)
+        for li in self.learners.values():
+            if not li.forwarding:
+                continue
+            if li.observer:
+                before.send.append((li.sid, q.packet(P.INFORMANDACTIVATE, txn.zxid,
+                                                     data + proposal)))
+            else:
+                before.send.append((li.sid, q.packet(P.COMMITANDACTIVATE, txn.zxid, data)))
+        before.deliver = [*before.deliver, txn]
+        self._answer_pending_syncs(before.send)
+        if self.allowed_to_commit and self._outstanding:
+            more = self._commit_upto(self._quorum_acked())
+            before.send += more.send
+            before.deliver += more.deliver
+        return before
+
+    def _activate(self, new: Membership, acked: list[int], fx: Effects) -> int:
+        """The new config is the committed one from here on; returns the designated leader
+        (Leader.getDesignatedLeader): us if we vote in it at the same quorum address, else
+        the new voter that acknowledged (the lowest sid among them: every one has all the
+        committed txns, having acknowledged the reconfig, the last txn committed)."""
+        old = self.membership
+        self.membership = self.last_seen = new
+        mine_old, mine_new = old.servers.get(self.my_sid), new.servers.get(self.my_sid)
+        if (self.my_sid in new.voters and mine_old is not None and mine_new is not None
+                and (mine_old.host, mine_old.quorum_port) == (mine_new.host, mine_new.quorum_port)):
+            designated = self.my_sid
+        else:
+            candidates = sorted(sid for sid in acked if sid in new.voters and sid != self.my_sid)
+            designated = candidates[0] if candidates else self.my_sid
+        if designated != self.my_sid:
+            log.info("event=leader_not_designated sid=%d designated=%d version=0x%x detail=%r",
+                     self.my_sid, designated, new.version,
+                     "this leader commits nothing more (allowedToCommit=false)")
+            self.allowed_to_commit = False
+        fx.activate = (new, designated)
+        log.info("event=config_activated version=0x%x voters=%s observers=%s designated=%d",
+                 new.version, sorted(new.voters), sorted(new.observers), designated)
+        return designated
+
+    def _answer_pending_syncs(self, send: list) -> None:
+        if self._pending_syncs:
+            for z in sorted(z for z in self._pending_syncs if z <= self.last_committed_zxid):
+                send.extend((sid, q.packet(P.SYNC, 0)) for sid in self._pending_syncs.pop(z))
 
     def sync_request(self, sid: int) -> Effects:
         """A learner's client asked for sync: answer once everything proposed so far has
@@ -518,20 +667,20 @@ class Leader:
             self.gone(sid)
         if mute:
             fx.disconnect = [*fx.disconnect, *mute]
-        if self.quorum == 1:
+        if self._has_quorums((self.my_sid,)):
             self._confirm(self._round, fx)
 
     def _try_confirm(self, fx: Effects) -> None:
         """The newest round a quorum of voters has answered (each answers in order)."""
-        if self.quorum == 1:
-            return  # confirmed as it started
-        answered = sorted((li.confirmed for li in self.learners.values()
+        answered = sorted(((li.confirmed, li.sid) for li in self.learners.values()
                            if not li.observer and li.phase == "uptodate"), reverse=True)
-        if len(answered) < self.quorum - 1:
-            return
-        r = answered[self.quorum - 2]
-        if r > self._round_confirmed:
-            self._confirm(r, fx)
+        sids = [self.my_sid]
+        for confirmed, sid in answered:
+            sids.append(sid)
+            if self._has_quorums(sids):
+                if confirmed > self._round_confirmed:
+                    self._confirm(confirmed, fx)
+                return
 
     def _confirm(self, r: int, fx: Effects) -> None:
         self._round_confirmed = r
@@ -579,10 +728,13 @@ class Leader:
         else:
             ping = q.packet(P.PING, self.last_proposed_zxid)
             fx.send = [(li.sid, ping) for li in self.learners.values() if li.phase == "uptodate"]
-        alive = 1 + sum(1 for li in self.learners.values()
-                        if not li.observer and li.phase == "uptodate")
-        if alive < self.quorum:
-            fx.abandon = f"not sufficient followers synced, only {alive} of {self.quorum}"
+        synced = [self.my_sid] + [li.sid for li in self.learners.values()
+                                  if not li.observer and li.phase == "uptodate"]
+        if not self._has_quorums(synced):
+            fx.abandon = f"not sufficient followers synced, only {sorted(synced)}"
+        elif not self.allowed_to_commit and not any(
+                li.phase == "uptodate" for li in self.learners.values()):
+            fx.abandon = "a reconfig designated another leader, and every learner left"
         return fx
 
 

@@ -7,6 +7,10 @@ currentEpoch written and NEWLEADER ACKed (the 3.9 order: ZOOKEEPER-3911, -4394, 
 -4646, -4785); the outstanding proposals are ACKed after it. UPTODATE starts serving.
 Broadcast: log each PROPOSAL and ACK it once durable; apply on COMMIT, in zxid order.
 
+Membership (with reconfigEnabled): the config NEWLEADER carries becomes ours at UPTODATE,
+and a reconfig's config at its COMMITANDACTIVATE (INFORMANDACTIVATE for an observer),
+which names the leader of the new config; the shell decides whether the term goes on.
+
 Time comes in as tick() calls, one per half tickTime; a leader silent for syncLimit
 (initLimit while syncing) ends the term, as the learner's socket timeout does.
 """
@@ -18,16 +22,19 @@ from collections import deque
 
 from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
+from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.digest import DIGEST_VERSION
 from zkcompat.tree.txn import TXN_DIGEST, Txn, decode_txn_at
 from zkcompat.zab.leader import HALF_TICKS_PER_TICK
+from zkcompat.zab.membership import Membership
 from zkcompat.zab.peer import Effects, ZabCounters, make_zxid, zxid_epoch
 
 log = logging.getLogger(__name__)
 
 P = q.PacketType
 _ACK = int(P.ACK)
+_RECONFIG = int(OpCode.RECONFIG)
 
 
 def _no_touches() -> list[tuple[int, int]]:
@@ -53,6 +60,7 @@ class Learner:
     def __init__(self, my_sid: int, leader_sid: int, accepted_epoch: int, current_epoch: int,
                  last_logged_zxid: int, *, observer: bool = False, init_limit_ticks: int = 10,
                  sync_limit_ticks: int = 5, touched=_no_touches,
+                 membership: Membership | None = None, reconfig_enabled: bool = False,
                  counters: ZabCounters | None = None):
         self.counters = counters if counters is not None else ZabCounters()
         self.my_sid = my_sid
@@ -74,12 +82,18 @@ class Learner:
         self._proposed: deque[Txn] = deque()  # received, not yet committed, zxid order
         self._unacked: deque[int] = deque()  # logged or being logged, ACK once durable
         self._newleader_waiting = False
+        self.membership = membership  # our committed config (None: tests that need none)
+        self.reconfig_enabled = reconfig_enabled
+        self.last_seen = membership  # the newest config proposed to us
+        self._newleader_config: Membership | None = None
 
     # -- discovery --------------------------------------------------------------------
 
     def start(self) -> Effects:
         kind = P.OBSERVERINFO if self.observer else P.FOLLOWERINFO
-        info = q.packet(kind, make_zxid(self.accepted_epoch, 0), q.learner_info(self.my_sid))
+        version = self.membership.version if self.membership is not None else 0
+        info = q.packet(kind, make_zxid(self.accepted_epoch, 0),
+                        q.learner_info(self.my_sid, version))
         return Effects(send=[(self.leader_sid, info)])
 
     def step(self, pkt: r.QuorumPacket, snap_tree=None) -> Effects:
@@ -152,6 +166,8 @@ class Learner:
             self.counters.learner_proposal_received_count += 1
         self._proposed.append(txn)
         self._unacked.append(txn.zxid)
+        if txn.hdr.type == _RECONFIG and self.reconfig_enabled:
+            self.last_seen = Membership.parse(txn.body.data)
         return Effects([txn])
 
     def _on_commit(self, pkt) -> Effects:
@@ -165,6 +181,33 @@ class Learner:
             self.counters.learner_commit_received_count += 1
         return Effects(deliver=[txn])
 
+    def _on_commit_and_activate(self, pkt) -> Effects:
+        """COMMIT of a reconfig's txn, with the designated leader of its config."""
+        designated, _ = q.parse_activate(pkt.data, "COMMITANDACTIVATE")
+        proposed = self._proposed
+        head = proposed[0] if proposed else None
+        fx = self._on_commit(pkt)
+        if fx.abandon:
+            return fx
+        if head.hdr.type != _RECONFIG:
+            return self._abandon(f"COMMITANDACTIVATE of 0x{pkt.zxid:x}, not a reconfig")
+        return self._activated(fx, head, designated)
+
+    def _on_inform_and_activate(self, pkt) -> Effects:
+        """An observer's INFORM of a reconfig's txn, with the designated leader."""
+        designated, proposal = q.parse_activate(pkt.data, "INFORMANDACTIVATE")
+        txn = decode_proposal(proposal)
+        if txn.hdr.type != _RECONFIG or txn.zxid != pkt.zxid:
+            return self._abandon(f"INFORMANDACTIVATE of 0x{pkt.zxid:x}, not a reconfig")
+        fx = self._on_inform(r.QuorumPacket(int(P.INFORM), pkt.zxid, proposal, None))
+        return self._activated(fx, txn, designated)
+
+    def _activated(self, fx: Effects, txn: Txn, designated: int) -> Effects:
+        if self.reconfig_enabled:  # else QuorumPeer.processReconfig does nothing
+            self.membership = self.last_seen = Membership.parse(txn.body.data)
+            fx.activate = (self.membership, designated)
+        return fx
+
     def _on_inform(self, pkt) -> Effects:
         """An observer's commit: the txn itself, already decided."""
         txn = decode_proposal(pkt.data)
@@ -177,6 +220,8 @@ class Learner:
 
     def _on_newleader(self, pkt) -> Effects:
         self.phase = "newleader"
+        if self.reconfig_enabled and pkt.data is not None and len(pkt.data) > 1:
+            self._newleader_config = self.last_seen = Membership.parse(pkt.data)
         self._newleader_waiting = True
         return self._ack_newleader_if_durable()
 
@@ -199,6 +244,10 @@ class Learner:
         self.phase = "broadcast"
         fx = Effects(send=[self._send(q.packet(P.ACK, self.newleader_zxid))])
         fx.serve = True
+        new = self._newleader_config
+        if new is not None and (self.membership is None or new.version > self.membership.version):
+            self.membership = new
+            fx.activate = (new, None)
         log.info("event=learner_uptodate sid=%d leader=%d epoch=%d zxid=0x%x", self.my_sid,
                  self.leader_sid, self.epoch, self.last_committed_zxid)
         return fx
@@ -261,16 +310,23 @@ _STEP = {
     ("synced", P.PROPOSAL): Learner._on_proposal,
     ("synced", P.COMMIT): Learner._on_commit,
     ("synced", P.INFORM): Learner._on_inform,
+    ("synced", P.COMMITANDACTIVATE): Learner._on_commit_and_activate,
+    ("synced", P.INFORMANDACTIVATE): Learner._on_inform_and_activate,
     ("synced", P.NEWLEADER): Learner._on_newleader,
     ("newleader", P.PROPOSAL): Learner._on_proposal,
     ("newleader", P.COMMIT): Learner._on_commit,
+    ("newleader", P.COMMITANDACTIVATE): Learner._on_commit_and_activate,
     ("uptodate", P.PROPOSAL): Learner._on_proposal,
     ("uptodate", P.COMMIT): Learner._on_commit,
     ("uptodate", P.INFORM): Learner._on_inform,
+    ("uptodate", P.COMMITANDACTIVATE): Learner._on_commit_and_activate,
+    ("uptodate", P.INFORMANDACTIVATE): Learner._on_inform_and_activate,
     ("uptodate", P.UPTODATE): Learner._on_uptodate,
     ("broadcast", P.PROPOSAL): Learner._on_proposal,
     ("broadcast", P.COMMIT): Learner._on_commit,
     ("broadcast", P.INFORM): Learner._on_inform,
+    ("broadcast", P.COMMITANDACTIVATE): Learner._on_commit_and_activate,
+    ("broadcast", P.INFORMANDACTIVATE): Learner._on_inform_and_activate,
     ("broadcast", P.SYNC): Learner._on_sync,
     ("broadcast", P.REVALIDATE): Learner._on_revalidate,
     ("*", P.PING): Learner._on_ping,

@@ -6,7 +6,7 @@ The shell must obey the order of an Effects value:
   3. persist: append these txns to the log (durable later, reported by on_persisted);
   4. send:    then send these messages, in order, per destination;
   5. deliver: committed txns, in zxid order, to apply to the tree;
-  6. the rest (requests, touches, syncs, revalidations, serve, abandon) after that.
+  6. the rest (requests, touches, syncs, revalidations, activate, serve, abandon) after that.
 """
 
 EPOCH_SHIFT = 32
@@ -37,6 +37,10 @@ class Effects:
     synced: int = 0  # learner: SYNCs the leader answered, in request order
     revalidated: list = ()  # learner: (sessionId, valid)
     disconnect: list = ()  # leader: learners to drop
+    # (Membership, designated leader sid or None): this config is committed now; the shell
+    # records it (zoo.cfg.dynamic.<version>, the election's view) and, if our role or our
+    # leader changes with it, ends the term (QuorumPeer.processReconfig).
+    activate: tuple | None = None
 
     def __init__(self, persist=None, send=None, deliver=None):
         self.persist: list = persist or []
@@ -47,7 +51,7 @@ class Effects:
         return bool(self.persist or self.send or self.deliver or self.accepted_epoch is not None
                     or self.current_epoch is not None or self.install or self.serve
                     or self.abandon or self.requests or self.touches or self.revalidate
-                    or self.synced or self.revalidated or self.disconnect)
+                    or self.synced or self.revalidated or self.disconnect or self.activate)
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in vars(self).items() if v}

@@ -1,0 +1,117 @@
+"""Dynamic reconfiguration on a zkcompat ensemble, as a ZooKeeper 3.9 user meets it through
+kazoo: with reconfigEnabled the established static config gets the version of the first
+NEWLEADER and moves to zoo.cfg.dynamic.<version>; /zookeeper/config shows it with
+ZooKeeper's Stat (version -1, mzxid the config's version); a super user removes a server
+and the survivors commit with the new config, write the next dynamic file and point
+zoo.cfg at it; the errors come in ZooKeeper's order (BadArguments for a config with too
+few voters even from a non-super client, BadVersion for a stale config id).
+
+Every value asserted here was read off Debian's ZooKeeper 3.8 in the same scenario."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
+
+from .harness import FAST, check_trees_agree, close_client
+
+# kazoo's TestReconfig harness: super:test (this is its digest).
+SUPER = {"reconfigEnabled": "true",
+         "DigestAuthenticationProvider.superDigest": "super:D/InIHSb7yEEbrWz8b9l71RjZJU="}
+FIRST_VERSION = 0x100000000  # (epoch 1, counter 0): the first NEWLEADER's zxid
+
+
+def _super_client(ensemble, sid: int) -> KazooClient:
+    client = KazooClient(hosts=ensemble.address(sid), auth_data=[("digest", "super:test")])
+    client.start(30)
+    return client
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode().splitlines()
+
+
+@pytest.fixture
+def reconfig_ensemble(ensemble):
+    ensemble.start(3, settings={**FAST, **SUPER})
+    ensemble.wait_one_leader()
+    return ensemble
+
+
+def test_static_config_gets_the_first_newleaders_version(reconfig_ensemble):
+    ensemble = reconfig_ensemble
+    client = ensemble.client_on(1)
+    try:
+        data, stat = client.get("/zookeeper/config")
+    finally:
+        close_client(client)
+    lines = _lines(data)
+    assert lines[-1] == f"version={FIRST_VERSION:x}"
+    assert [line.split("=")[0] for line in lines[:-1]] == ["server.1", "server.2", "server.3"]
+    assert all(line.split(";")[0].endswith(":participant") for line in lines[:-1])
+    assert (stat.version, stat.mzxid, stat.czxid, stat.aversion) == (-1, FIRST_VERSION, 0, -1)
+    for sid in ensemble.sids:
+        cfg = ensemble.dir / f"zoo{sid}.cfg"
+        dynamic = ensemble.dir / f"zoo{sid}.cfg.dynamic.{FIRST_VERSION:x}"
+        assert dynamic.read_text().splitlines() == lines[:-1]
+        text = cfg.read_text()
+        assert f"dynamicConfigFile={dynamic}" in text
+        assert "server." not in text and "clientPort=" not in text
+        assert (ensemble.dir / f"zoo{sid}.cfg.bak").exists()
+
+
+def test_super_removes_a_follower_and_the_rest_commit_with_the_new_config(reconfig_ensemble):
+    ensemble = reconfig_ensemble
+    leader = ensemble.wait_one_leader()
+    gone, stays = [s for s in ensemble.sids if s != leader]
+    admin = _super_client(ensemble, stays)
+    try:
+        data, stat = admin.reconfig(joining=None, leaving=str(gone), new_members=None)
+        lines = _lines(data)
+        assert [line.split("=")[0] for line in lines[:-1]] == [
+            f"server.{s}" for s in sorted((leader, stays))]
+        version = int(lines[-1].split("=")[1], 16)
+        assert (stat.version, stat.mzxid) == (-1, version)
+        assert admin.get("/zookeeper/config")[0] == data
+
+        admin.create("/after-reconfig", b"x")  # a quorum of the new config commits it
+        for sid in (leader, stays):
+            client = ensemble.client_on(sid)
+            try:
+                client.sync("/")
+                assert client.get("/zookeeper/config")[0] == data
+                assert client.exists("/after-reconfig") is not None
+            finally:
+                close_client(client)
+            dynamic = ensemble.dir / f"zoo{sid}.cfg.dynamic.{version:x}"
+            assert dynamic.read_text().splitlines() == lines[:-1]
+            assert f"dynamicConfigFile={dynamic}" in (
+                ensemble.dir / f"zoo{sid}.cfg").read_text()
+        # As in ZooKeeper, the removed server is a non-voting participant that goes on
+        # following its leader until that term ends.
+        assert ensemble.mode(gone) == "follower"
+
+        with pytest.raises(BadArgumentsError):  # one voter left: "at least 2 followers"
+            admin.reconfig(joining=None, leaving=str(stays), new_members=None)
+        with pytest.raises(BadArgumentsError):
+            admin.reconfig(joining="server.9=nonsense", leaving=None, new_members=None)
+        with pytest.raises(BadVersionError):
+            admin.reconfig(joining=None, leaving=str(stays), new_members=None, from_config=5)
+    finally:
+        close_client(admin)
+    check_trees_agree(ensemble, "/", [leader, stays])
+
+
+def test_only_super_reconfigures(reconfig_ensemble):
+    ensemble = reconfig_ensemble
+    client = ensemble.client_on(1)
+    try:
+        members = client.get("/zookeeper/config")[0].decode().replace("\n", ",")
+        members = members.rsplit(",version=", 1)[0]
+        with pytest.raises(NoAuthError):  # a valid config: the ACL is checked last
+            client.reconfig(joining=None, leaving=None, new_members=members)
+        with pytest.raises(BadArgumentsError):  # one voter: refused before the ACL
+            client.reconfig(joining=None, leaving="1,2", new_members=None)
+    finally:
+        close_client(client)
