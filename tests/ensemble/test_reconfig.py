@@ -6,7 +6,8 @@ and the survivors commit with the new config, write the next dynamic file and po
 zoo.cfg at it; the errors come in ZooKeeper's order (BadArguments for a config with too
 few voters even from a non-super client, BadVersion for a stale config id).
 
-Every value asserted here was read off Debian's ZooKeeper 3.8 in the same scenario."""
+Every value asserted here was read off Debian's ZooKeeper 3.8 in the same scenario, and each
+test runs on an all-zkcompat ensemble and on mixed ones, each kind leading in turn."""
 
 from __future__ import annotations
 
@@ -32,9 +33,13 @@ def _lines(data: bytes) -> list[str]:
     return data.decode().splitlines()
 
 
-@pytest.fixture
-def reconfig_ensemble(ensemble):
-    ensemble.start(3, settings={**FAST, **SUPER})
+# All zkcompat, then mixed with ZooKeeper 3.8 each way: server.3 (the highest sid) leads.
+KINDS = ["zkcompat", "zkcompat,zookeeper,zookeeper", "zookeeper,zkcompat,zkcompat"]
+
+
+@pytest.fixture(params=KINDS)
+def reconfig_ensemble(ensemble, request):
+    ensemble.start(3, kind=request.param, settings={**FAST, **SUPER})
     ensemble.wait_one_leader()
     return ensemble
 
@@ -115,3 +120,28 @@ def test_only_super_reconfigures(reconfig_ensemble):
             client.reconfig(joining=None, leaving="1,2", new_members=None)
     finally:
         close_client(client)
+
+
+@pytest.mark.parametrize("name", ["test_no_super_auth", "test_add_remove_observer",
+                                  "test_bad_input"])
+def test_kazoos_own_reconfig_tests(reconfig_ensemble, name):
+    """kazoo's TestReconfig, its code unchanged, with its clients on this ensemble instead of
+    the cluster its harness would start (super:test, as its harness configures)."""
+    from kazoo.tests.test_client import TestReconfig  # kazoo.testing needs pyOpenSSL
+
+    clients: list[KazooClient] = []
+
+    def get_client(**kwargs) -> KazooClient:
+        client = KazooClient(hosts=reconfig_ensemble.hosts(1), **kwargs)
+        clients.append(client)
+        return client
+
+    case = TestReconfig(name)
+    case._get_client = get_client
+    case.client = get_client()
+    case.client.start(30)
+    try:
+        getattr(case, name)()
+    finally:
+        for client in clients:
+            close_client(client)

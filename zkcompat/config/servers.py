@@ -89,19 +89,20 @@ def _client_part(key: str, value: str, part: str) -> tuple[str, int]:
     return host, _address_port(key, host, pieces[-1])
 
 
-def _server_id(key: str, text: str) -> int:
+def _server_id(key: str, text: str, sid_max: int) -> int:
     if not JAVA_INT.fullmatch(text):
         raise ConfigError(f"{key}: server id {text!r} is not a number")
     sid = int(text)
-    if not SERVER_ID_MIN <= sid <= SERVER_ID_MAX:
+    if not SERVER_ID_MIN <= sid <= sid_max:
         raise ConfigError(f"{key}: server id {sid} is not between {SERVER_ID_MIN} and "
-                          f"{SERVER_ID_MAX}")
+                          f"{sid_max}")
     return sid
 
 
-def parse_server(key: str, value: str) -> QuorumServer:
-    """One server.N=host:quorumPort:electionPort[:participant|:observer][;[host:]port]."""
-    sid = _server_id(key, key[len("server."):])
+def parse_server(key: str, value: str, sid_max: int = SERVER_ID_MAX) -> QuorumServer:
+    """One server.N=host:quorumPort:electionPort[:participant|:observer][;[host:]port].
+    A reconfig passes a larger sid_max: ZooKeeper takes any long as another server's id."""
+    sid = _server_id(key, key[len("server."):], sid_max)
     server_client = _java_split(value, ";")
     if len(server_client) > 2:
         raise ConfigError(f"{key}: {value}{_SERVER_FORMAT}")

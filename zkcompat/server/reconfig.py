@@ -21,6 +21,9 @@ from zkcompat.zab.membership import Membership
 
 log = logging.getLogger(__name__)
 
+# QuorumServer's id is a long: a reconfig may name a server this one could not be (myid).
+RECONFIG_SID_MAX = (1 << 63) - 1
+
 
 class Reconfigurer:
     """`leader` is the term's zab Leader (None on a standalone server): the committed and
@@ -76,7 +79,8 @@ def _whole(new_members: str) -> list:
     """QuorumPeerConfig.parseDynamicConfig of the text, commas read as newlines."""
     try:
         props = parse_properties(new_members.replace(",", "\n"))
-        servers = [parse_server(k, v) for k, v in props.items() if k.startswith("server.")]
+        servers = [parse_server(k, v, RECONFIG_SID_MAX) for k, v in props.items()
+                   if k.startswith("server.")]
     except ConfigError as e:
         raise _bad(str(e)) from None
     others = [k for k in props if not k.startswith("server.") and k != "version"]
@@ -102,7 +106,7 @@ def _incremental(last: Membership, joining: str | None, leaving: str | None) -> 
         key, spec = parts[0].strip(), parts[1].strip()
         key = "server." + key[key.rfind(".") + 1:]
         try:
-            server = parse_server(key, spec)
+            server = parse_server(key, spec, RECONFIG_SID_MAX)
         except ConfigError as e:
             raise _bad(str(e)) from None
         if server.client_port is None:
