@@ -118,8 +118,9 @@ class QuorumPeer:
         self.epochs = epochs or EpochFiles(config.data_dir,
                                            zxid_epoch(self.tree.last_processed_zxid))
         # The membership file's keys in file order make the config bytes exact.
+        keys = config.membership_keys or list(config.raw) or None  # None: a Config in memory
         self.membership = self._recovered_membership(
-            Membership(config.servers.values(), config.config_version, config.membership_keys))
+            Membership(config.servers.values(), config.config_version, keys))
         self.last_seen = self.membership  # a reconfig proposed and not yet committed
         self._show_membership()
         self.elector = Elector(self.sid, self.membership, rng=rng,
