@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
+from kazoo.exceptions import (
+    BadArgumentsError,
+    BadVersionError,
+    NewConfigNoQuorumError,
+    NoAuthError,
+)
 
 from .harness import FAST, check_trees_agree, close_client
 
@@ -145,3 +150,47 @@ def test_kazoos_own_reconfig_tests(reconfig_ensemble, name):
     finally:
         for client in clients:
             close_client(client)
+
+
+def test_a_server_down_during_a_reconfig_learns_it_when_it_returns(ensemble):
+    """Five servers, one stopped; a reconfig leaves another out. The stopped one comes back
+    with its old files: the others' election notifications carry the later config, which it
+    commits before it votes, and it follows within it."""
+    ensemble.start(5, settings={**FAST, **SUPER})
+    leader = ensemble.wait_one_leader()
+    down, gone = [s for s in ensemble.sids if s != leader][:2]
+    ensemble.stop_server(down)
+    admin = _super_client(ensemble, leader)
+    try:
+        data, _ = admin.reconfig(joining=None, leaving=str(gone), new_members=None)
+        version = int(_lines(data)[-1].split("=")[1], 16)
+        admin.create("/while-down", b"x")
+    finally:
+        close_client(admin)
+    ensemble.start_server(down)
+    ensemble.wait_modes(lambda m: m.get(down) == "follower", f"server.{down} follows again")
+    client = ensemble.client_on(down)
+    try:
+        client.sync("/")
+        assert client.get("/zookeeper/config")[0] == data
+        assert client.exists("/while-down") is not None
+    finally:
+        close_client(client)
+    dynamic = ensemble.dir / f"zoo{down}.cfg.dynamic.{version:x}"
+    assert dynamic.read_text().splitlines() == _lines(data)[:-1]
+    ensemble.wait_log(down, rf"event=election_newer_config sid=\d+ version=0x{version:x}")
+
+
+def test_a_config_without_a_synced_quorum_is_refused(ensemble):
+    ensemble.start(3, settings={**FAST, **SUPER})
+    leader = ensemble.wait_one_leader()
+    down, other = [s for s in ensemble.sids if s != leader]
+    ensemble.stop_server(down)
+    admin = _super_client(ensemble, leader)
+    try:
+        # {leader, down} as the only voters: down is not there to be synced.
+        with pytest.raises(NewConfigNoQuorumError):
+            admin.reconfig(joining=None, leaving=str(other), new_members=None)
+        assert _lines(admin.get("/zookeeper/config")[0])[-1] == f"version={FIRST_VERSION:x}"
+    finally:
+        close_client(admin)

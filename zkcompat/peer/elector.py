@@ -17,7 +17,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from zkcompat.jute.election import Notification, ServerState
 from zkcompat.jute.errors import JuteError
@@ -47,7 +47,11 @@ class Elector:
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS,
                  cfg_keys: Sequence[str] | None = None,
                  rng: random.Random | None = None,
-                 security: QuorumTls | None = None, sasl=None) -> None:
+                 security: QuorumTls | None = None, sasl=None,
+                 on_newer_config: Callable[[Membership], None] | None = None) -> None:
+        """on_newer_config (reconfigEnabled): a LOOKING server told of a later config by a
+        peer's notification commits it (WorkerReceiver's processReconfig), and the round
+        starts again within it."""
         if not isinstance(servers, Membership):
             servers = Membership(servers, cfg_keys=cfg_keys)
         members = [as_quorum_server(s) for s in servers.servers.values()]
@@ -61,6 +65,9 @@ class Elector:
         self.cnx = QuorumCnxManager(my_sid, addresses, self._on_message, rng=rng,
                                     security=security, sasl=sasl)
         self.my_sid = my_sid
+        self.config_version = servers.version
+        self.on_newer_config = on_newer_config
+        self._look_args: tuple[int, int] | None = None  # elect()'s (last_zxid, peer_epoch)
         self.received: deque[tuple[int, Notification]] = deque(maxlen=RECEIVED_MAX)
         self._started = False
         self._decided: asyncio.Future[Vote] | None = None
@@ -72,6 +79,7 @@ class Elector:
         role to take (LEADING, FOLLOWING or OBSERVING)."""
         loop = asyncio.get_running_loop()
         self._decided = loop.create_future()
+        self._look_args = (last_zxid, peer_epoch)
         log.info("event=election_look sid=%d round=%d zxid=0x%x peer_epoch=%d", self.my_sid,
                  self.fle.logicalclock + 1, last_zxid, peer_epoch)
         # look() before listening: no notification can arrive before the round exists.
@@ -89,6 +97,7 @@ class Elector:
     def reconfigure(self, membership: Membership) -> None:
         """Elect within this committed config from now on; connect to its new members."""
         self.fle.reconfigure(membership.voters, membership.observers, membership.to_bytes())
+        self.config_version = membership.version
         for m in membership.servers.values():
             self.cnx.addresses[m.sid] = (m.host, m.election_port)
 
@@ -113,10 +122,31 @@ class Elector:
                         sid, len(payload), str(e))
             return
         self.received.append((sid, n))
+        if self.on_newer_config is not None and n.config and self._newer_config(sid, n.config):
+            return
         log.debug("event=election_notification sid=%d state=%s leader=%d zxid=0x%x round=%d "
                   "peer_epoch=%d version=%d", sid, n.state.name, n.leader, n.zxid,
                   n.election_epoch, n.peer_epoch, n.version)
         self._apply(self.fle.step(sid, n, self._now_ms()))
+
+    def _newer_config(self, sid: int, data: bytes) -> bool:
+        """Commit a later config a peer's notification carries while we look; True if the
+        round started again (the notification belongs to the old one)."""
+        if self.fle.state != ServerState.LOOKING:
+            return False
+        try:
+            m = Membership.parse(data)
+        except ValueError as e:
+            log.warning("event=election_config_unreadable sid=%d reason=%r", sid, str(e))
+            return False
+        if m.version <= self.config_version:
+            return False
+        log.info("event=election_newer_config sid=%d version=0x%x my_version=0x%x", sid,
+                 m.version, self.config_version)
+        self.on_newer_config(m)  # the peer commits it and calls reconfigure()
+        if self._look_args is not None and self._decided is not None and not self._decided.done():
+            self._apply(self.fle.look(*self._look_args, self._now_ms()))
+        return True
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -124,7 +124,9 @@ class QuorumPeer:
         self.last_seen = self.membership  # a reconfig proposed and not yet committed
         self._show_membership()
         self.elector = Elector(self.sid, self.membership, rng=rng,
-                               security=config.quorum_tls, sasl=config.quorum_sasl)
+                               security=config.quorum_tls, sasl=config.quorum_sasl,
+                               on_newer_config=self._gossiped if config.reconfig_enabled
+                               else None)
         self.state = ServerState.LOOKING
         self.sync_started: float | None = None  # a learner's term: its LEADERINFO arrived
 
@@ -160,6 +162,11 @@ class QuorumPeer:
         m = self.membership
         self.ctx.quorum_config = m.to_bytes()
         self.tree.set_config_node(m.to_bytes(), m.version, self.ctx.clock.wall_ms())
+
+    def _gossiped(self, new: Membership) -> None:
+        """A peer's notification carried a later config while we look (a server that was
+        down during a reconfig learns it so)."""
+        self.activate(new, None)
 
     def activate(self, new: Membership, designated: int | None) -> bool:
         """processReconfig: commit `new` here. True if the term must end: our role in it
@@ -200,12 +207,10 @@ class QuorumPeer:
         try:
             while True:
                 if self.me is None:
-                    # Removed by a reconfig: no role in the ensemble until an operator adds
-                    # it again or stops it (ZooKeeper's server keeps looking in vain).
+                    # A reconfig left us out, or we are about to join: a non-voting
+                    # participant, which follows whoever leads (ZooKeeper's does too).
                     log.warning("event=not_in_config sid=%d version=0x%x", self.sid,
                                 self.membership.version)
-                    await asyncio.sleep(self.config.tick_time_ms / 1000 * 10)
-                    continue
                 self.state = ServerState.LOOKING
                 self.ctx.stats.quorum.looking(loop.time())
                 read_only = self._read_only_later()

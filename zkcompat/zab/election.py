@@ -332,7 +332,10 @@ class FastLeaderElection:
         if leader == self.my_sid:
             state = ServerState.LEADING
         else:
-            state = ServerState.FOLLOWING if self.participant else ServerState.OBSERVING
+            # learningState(): an observer observes; a participant follows, voter or not
+            # (one a reconfig left out, or one about to join, is a non-voting participant).
+            state = (ServerState.OBSERVING if self.my_sid in self.observers
+                     else ServerState.FOLLOWING)
         vote = Vote(leader, zxid, election_epoch, peer_epoch, state)
         self.state = state
         self.current_vote = vote
