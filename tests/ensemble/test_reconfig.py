@@ -11,6 +11,9 @@ test runs on an all-zkcompat ensemble and on mixed ones, each kind leading in tu
 
 from __future__ import annotations
 
+import difflib
+import re
+
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -194,3 +197,102 @@ def test_a_config_without_a_synced_quorum_is_refused(ensemble):
         assert _lines(admin.get("/zookeeper/config")[0])[-1] == f"version={FIRST_VERSION:x}"
     finally:
         close_client(admin)
+
+
+@pytest.mark.parametrize("kinds", ["zkcompat", "zookeeper,zkcompat,zkcompat"])
+def test_removing_the_leader_hands_over_to_a_voter_of_the_new_config(ensemble, kinds):
+    """The leader commits a config without itself: the designated voter leads the next
+    term, writes go on there, and the old leader follows as a non-voting participant. Mixed:
+    a zkcompat leader (server.3) removed under a ZooKeeper server.1."""
+    ensemble.start(3, kind=kinds, settings={**FAST, **SUPER})
+    leader = ensemble.wait_one_leader()
+    admin = _super_client(ensemble, leader)
+    try:
+        data, _ = admin.reconfig(joining=None, leaving=str(leader), new_members=None)
+    finally:
+        close_client(admin)
+    rest = [s for s in ensemble.sids if s != leader]
+    new_leader = ensemble.wait_one_leader(up=rest)
+    assert new_leader != leader
+    ensemble.wait_modes(lambda m: m.get(leader) == "follower",
+                        f"the old leader server.{leader} follows server.{new_leader}")
+    client = ensemble.client_on(rest[0])
+    try:
+        client.create("/after-handover", b"x")
+        for sid in ensemble.sids:
+            on = ensemble.client_on(sid)
+            try:
+                on.sync("/")
+                assert on.get("/zookeeper/config")[0] == data, f"server.{sid}"
+                assert on.exists("/after-handover") is not None, f"server.{sid}"
+            finally:
+                close_client(on)
+    finally:
+        close_client(client)
+
+
+ZKCLI_SCRIPT = """
+config
+reconfig -remove 1
+reconfig -remove 1
+config
+reconfig -add {add1}
+reconfig -v 1234 -remove 2
+reconfig -members {members}
+reconfig
+reconfig -add server.5=nonsense
+config -c
+"""
+
+
+def _zkcli_transcript(ensemble, tmp_path, shell: bool = False) -> list[str]:
+    """One scripted zkCli.sh (or `zkcompat shell`) session as super against this ensemble,
+    with each server's ports, and config versions, put in words (they differ between two
+    ensembles)."""
+    from conformance_tests.test_zkcli import run_zkcli
+    from tests.shell.test_compare_zkcli import run_shell, transcript_39
+
+    words = {}
+    for sid, m in ensemble.members().items():
+        words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
+                      str(m.client_port): f"C{sid}"})
+    m1 = ensemble.member(1)
+    add1 = f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};127.0.0.1:{m1.client_port}"
+    members = ",".join(
+        f"server.{sid}=127.0.0.1:{m.quorum_port}:{m.election_port}:participant;"
+        f"127.0.0.1:{m.client_port}" for sid, m in sorted(ensemble.members().items()))
+    script = "addauth digest super:test\n" + ZKCLI_SCRIPT.format(add1=add1, members=members)
+    if shell:
+        transcript, _ = run_shell(ensemble.address(3), script)
+    else:
+        transcript, _ = run_zkcli(ensemble.address(3), script, tmp_path)
+        transcript = transcript_39(transcript)
+    out = []
+    for line in transcript:
+        for port, word in words.items():
+            line = line.replace(port, word)
+        out.append(re.sub(r"version=[0-9a-f]+|^[0-9a-f]{9,} ", "version=V ", line))
+    return out
+
+
+@pytest.mark.parametrize("tool", ["zkCli.sh", "zkcompat shell"])
+def test_zkcli_reconfig_and_config_print_as_against_zookeeper(ensemble, tmp_path, tool):
+    """zkCli.sh's config and reconfig (-add, -remove, -members, -v, and its own errors),
+    the same session against a ZooKeeper 3.8 ensemble and, by zkCli.sh or by zkcompat's own
+    shell, against a zkcompat one (3.8's transcript as 3.9 prints it)."""
+    transcripts = {}
+    for kind in ("zookeeper", "zkcompat"):
+        directory = tmp_path / kind
+        directory.mkdir()
+        e = type(ensemble)(directory / "ensemble")
+        try:
+            e.start(3, kind=kind, settings={**FAST, **SUPER})
+            e.wait_one_leader()
+            shell = kind == "zkcompat" and tool == "zkcompat shell"
+            transcripts[kind] = _zkcli_transcript(e, directory, shell)
+        finally:
+            e.close()
+    assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
+        difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
+                             "zkcompat", lineterm=""))
+    assert sum("Committed new configuration:" in line for line in transcripts["zkcompat"]) == 4

@@ -191,3 +191,25 @@ def test_membership_text_round_trips():
     assert Membership.parse(m.to_bytes()) == m
     assert m.to_bytes().endswith(b"\nversion=100000002")
     assert m.contains_quorum({1, 2}) and not m.contains_quorum({1, 4})
+
+
+def test_a_reconfig_logged_in_an_earlier_term_is_completed_by_newleader():
+    """ZOOKEEPER-1324: the new leader's NEWLEADER carries the config its history proposes;
+    establishing needs a quorum of both configs, and then every member commits it."""
+    committed = members(1, 2, 3, version=make_zxid(1, 0))
+    proposed = members(2, 3, 4, version=make_zxid(1, 5))
+    leader = Leader(3, committed, 1, 1, 0, History([]), last_seen=proposed,
+                    reconfig_enabled=True)
+    learners = {sid: Learner(sid, 3, 1, 1, 0, membership=committed, reconfig_enabled=True)
+                for sid in (1, 4)}
+    net = ActivateNet(leader, learners)
+    net.obey(3, leader.start())
+    net.obey(1, learners[1].start())
+    net.run()
+    assert leader.epoch > 0 and 1 in leader.newleader_acked
+    assert not leader.established  # {1,3} is a quorum of the old config only
+    net.obey(4, learners[4].start())
+    net.run()
+    assert leader.established and leader.membership == proposed
+    assert net.activated[3] == [(proposed, 3)]
+    assert net.activated[1] == [(proposed, None)] and net.activated[4] == [(proposed, None)]

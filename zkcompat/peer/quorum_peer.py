@@ -6,10 +6,14 @@ term, so clients move on to a server that serves. Each term's chain of stages is
 peer/roles.py for the role the election gave this server.
 
 The membership is the committed config (QuorumPeer's quorumVerifier): zoo.cfg's server.N
-lines, or its dynamic file's, or the newer one the recovered tree's /zookeeper/config holds.
+lines, or its dynamic file's. `last_seen` is the newest config proposed: a reconfig txn in
+the local history that no COMMITANDACTIVATE has committed yet (its /zookeeper/config setData
+applied to the tree, by recovery or by the fast-forward at a term's end). A leader proposes
+it again in NEWLEADER, and once a quorum of both configs has synced it is committed.
 A term that activates a new config (reconfigEnabled) writes it to zoo.cfg.dynamic.<version>
-and goes on, unless this server's role or its leader changes with it: then the term ends
-and the next election is held among the new config's voters (processReconfig).
+and goes on, unless this learner's role or its leader changes with it: then the term ends
+and the next election is held among the new config's voters (processReconfig). A leader
+that is not the designated one commits nothing more and leads until its learners leave.
 """
 
 from __future__ import annotations
@@ -119,9 +123,9 @@ class QuorumPeer:
                                            zxid_epoch(self.tree.last_processed_zxid))
         # The membership file's keys in file order make the config bytes exact.
         keys = config.membership_keys or list(config.raw) or None  # None: a Config in memory
-        self.membership = self._recovered_membership(
-            Membership(config.servers.values(), config.config_version, keys))
-        self.last_seen = self.membership  # a reconfig proposed and not yet committed
+        self.membership = Membership(config.servers.values(), config.config_version, keys)
+        self.last_seen = self.membership
+        self._note_proposed_config()
         self._show_membership()
         self.elector = Elector(self.sid, self.membership, rng=rng,
                                security=config.quorum_tls, sasl=config.quorum_sasl,
@@ -138,23 +142,21 @@ class QuorumPeer:
     def observer(self) -> bool:
         return self.sid in self.membership.observers
 
-    def _recovered_membership(self, configured: Membership) -> Membership:
-        """The tree's /zookeeper/config when it is newer than the config files: a reconfig
-        committed and applied here before its dynamic file was written (a crash between)."""
+    def _note_proposed_config(self) -> None:
+        """last_seen becomes the tree's /zookeeper/config if a reconfig txn applied there
+        (recovered, or fast-forwarded at a term's end) is newer than what we know."""
         node = self.tree.get(CONFIG)
         if not self.config.reconfig_enabled or node is None or not node.data:
-            return configured
+            return
         try:
-            recovered = Membership.parse(node.data)
+            proposed = Membership.parse(node.data)
         except ValueError as e:
-            log.warning("event=config_node_unreadable reason=%r action=use_config_file", str(e))
-            return configured
-        if recovered.version <= configured.version:
-            return configured
-        log.warning("event=config_recovered_from_tree version=0x%x file_version=0x%x",
-                    recovered.version, configured.version)
-        self._write_dynamic(recovered)
-        return recovered
+            log.warning("event=config_node_unreadable reason=%r", str(e))
+            return
+        if proposed.version > max(self.membership.version, self.last_seen.version):
+            log.info("event=config_proposed_in_history version=0x%x committed=0x%x",
+                     proposed.version, self.membership.version)
+            self.last_seen = proposed
 
     def _show_membership(self) -> None:
         """/zookeeper/config and `conf` show the committed config (initConfigInZKDatabase:
@@ -180,6 +182,8 @@ class QuorumPeer:
         self.elector.reconfigure(new)
         log.info("event=config_committed version=0x%x voters=%s observers=%s", new.version,
                  sorted(new.voters), sorted(new.observers))
+        if self.state == ServerState.LEADING:
+            return False  # Leader.allowedToCommit: its learners leave it, or it goes on
         role_changed = _role(old, self.sid) != _role(new, self.sid)
         leader = self.vote.leader if getattr(self, "vote", None) is not None else None
         if designated is not None:
@@ -437,6 +441,7 @@ class QuorumPeer:
             log.info("event=snap_installed zxid=0x%x nodes=%d", zxid, len(tree.nodes))
         tree.set_digest_enabled(self.config.digest_enabled)
         self.tree = tree
+        self.last_seen = self.membership  # the history that proposed it is gone
         self._show_membership()  # Learner.syncWithLeader: the SNAP's config node is the leader's
         self.ctx.tree = tree
         pipeline.set_tree(tree)
@@ -475,6 +480,7 @@ class QuorumPeer:
         for cnxn in list(ctx.connections):
             cnxn.close("server is not serving: its role in the ensemble ended")
         await self._fast_forward()
+        self._note_proposed_config()  # a reconfig logged, its commit not seen
 
     async def _fast_forward(self) -> None:
         """Apply what the log holds beyond the tree (proposals logged, their COMMIT not

@@ -1,13 +1,14 @@
-"""zkCli's commands on the session and the ensemble: sync, config, close, version, and
-reconfig (refused)."""
+"""zkCli's commands on the session and the ensemble: sync, config, close, version and
+reconfig."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kazoo.protocol.serialization import GetData, Sync
+from kazoo.protocol.serialization import GetData, Reconfig, Sync
 
 from zkcompat import __version__
+from zkcompat.jute.java_order import properties_order
 from zkcompat.shell.cli_command import NO_OPTIONS, CliError, Command, check_path
 from zkcompat.shell.options import Opt, OptionSpec, Parsed
 from zkcompat.shell.session import KeeperError
@@ -36,11 +37,15 @@ CONFIG = OptionSpec([Opt("s", False, "stats"), Opt("w", False, "watch"),
 
 
 def client_config_str(config: str) -> str:
-    """ConfigUtils.getClientConfigStr: "version host:port,host:port"."""
-    version, clients = "", []
+    """ConfigUtils.getClientConfigStr: "version host:port,host:port", in the order its
+    java.util.Properties iterates the lines."""
+    props = {}
     for raw in config.splitlines():
         key, _, value = raw.partition("=")
-        key, value = key.strip(), value.strip()
+        props.setdefault(key.strip(), value.strip())
+    version, clients = "", []
+    for key in properties_order(list(props)):
+        value = props[key]
         if key == "version":
             version = value
         if key.startswith("server.") and ";" in value:
@@ -69,8 +74,53 @@ def run_close(shell: Shell, p: Parsed, args: list[str]) -> None:
     shell.s.close()
 
 
+RECONFIG = OptionSpec([Opt("s", False, "stats"), Opt("v", True, "required current config version"),
+                       Opt("file", True, "path of config file to parse for membership"),
+                       Opt("members", True, "comma-separated list of config strings for "
+                           "non-incremental reconfig"),
+                       Opt("add", True, "comma-separated list of config strings for new servers"),
+                       Opt("remove", True, "comma-separated list of server IDs to remove")])
+
+
 def run_reconfig(shell: Shell, p: Parsed, args: list[str]) -> None:
-    raise CliError("reconfig is not supported by zkcompat shell")
+    """ReconfigCommand: its checks and messages, then ZooKeeperAdmin.reconfigure."""
+    incremental, whole = p.has("add") or p.has("remove"), p.has("file") or p.has("members")
+    if not incremental and not whole:
+        raise CliError(COMMANDS["reconfig"].usage())
+    version = -1
+    if p.has("v"):
+        try:
+            version = int(p.values["v"] or "", 16)
+        except ValueError:
+            raise CliError("-v must be followed by a long (configuration version)") from None
+    if whole and incremental:
+        raise CliError("Can't use -file or -members together with -add or -remove (mixing "
+                       "incremental and non-incremental modes is not allowed)")
+    if p.has("file") and p.has("members"):
+        raise CliError("Can't use -file and -members together (conflicting non-incremental "
+                       "modes)")
+    joining, leaving, members = (_lower(p, "add"), _lower(p, "remove"), _lower(p, "members"))
+    if p.has("file"):
+        members = _members_of_file(p.values["file"] or "")
+    # ZooKeeperAdmin.reconfigure's KeeperException names the path "".
+    data, stat = shell.call(Reconfig(joining, leaving, members, version), "")
+    shell.printer.out("Committed new configuration:\n" + (data or b"").decode("utf-8", "replace"))
+    if p.has("s"):
+        shell.print_stat(stat)
+
+
+def _lower(p: Parsed, key: str) -> str | None:
+    return (p.values[key] or "").lower() if p.has(key) else None
+
+
+def _members_of_file(path: str) -> str:
+    """The server.N lines of a dynamic config file, one per line (the leader checks them)."""
+    try:
+        with open(path) as f:
+            lines = [ln.strip() for ln in f if ln.strip().startswith("server.")]
+    except OSError as e:
+        raise CliError(f"Error processing {path}{e}") from None
+    return "\n".join(lines)
 
 
 COMMANDS: dict[str, Command] = {c.name: c for c in [
@@ -80,5 +130,5 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("close", "", NO_OPTIONS, run_close),
     Command("reconfig", "[-s] [-v version] [[-file path] | [-members serverID=host:port1:"
             "port2;port3[,...]*]] | [-add serverId=host:port1:port2;port3[,...]]* "
-            "[-remove serverId[,...]*]", OptionSpec([]), run_reconfig),
+            "[-remove serverId[,...]*]", RECONFIG, run_reconfig),
 ]}
