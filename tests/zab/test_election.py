@@ -298,9 +298,11 @@ def test_an_observer_observes_the_leader_a_quorum_follows() -> None:
 
 def test_construction_checks_membership() -> None:
     with pytest.raises(ValueError):
-        fle(9, {1, 2, 3})
-    with pytest.raises(ValueError):
         fle(1, {1, 2, 3}, {3})
+    # Outside the config (a reconfig left it out, or it is about to join): a non-voting
+    # participant, which proposes nobody (learningState: it follows).
+    outsider = fle(9, {1, 2, 3})
+    assert not outsider.participant and 9 not in outsider.observers
 
 
 # -- an in-memory network ----------------------------------------------------------------

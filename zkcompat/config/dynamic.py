@@ -65,6 +65,24 @@ def write_committed(static_path: Path, servers_text: str, version: int,
     return target
 
 
+class DynamicConfigFiles:
+    """Where a server keeps its committed config: zoo.cfg.dynamic.<version> beside zoo.cfg
+    (config.load reads it back at start). The simulator gives its peers a store on its
+    simulated disk instead."""
+
+    def __init__(self, static_path: Path | None, server_id: int):
+        self.static_path = static_path
+        self.server_id = server_id
+
+    def read(self) -> tuple[str, int] | None:
+        return None  # config.load has read the file zoo.cfg names already
+
+    def write(self, servers_text: str, version: int, erase_client: bool) -> None:
+        if self.static_path is None:
+            return  # a configuration built in memory: nowhere to write
+        write_committed(self.static_path, servers_text, version, erase_client)
+
+
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:

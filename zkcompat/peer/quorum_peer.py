@@ -23,7 +23,7 @@ import logging
 from collections import defaultdict
 
 from zkcompat.config import Config
-from zkcompat.config.dynamic import write_committed
+from zkcompat.config.dynamic import DynamicConfigFiles
 from zkcompat.jute import quorum as q
 from zkcompat.jute.election import ServerState
 from zkcompat.jute.errors import JuteError
@@ -110,9 +110,10 @@ class QuorumPeer:
     snap_slice_nodes = SLICE_NODES
 
     def __init__(self, config: Config, ctx, datadir, build_pipeline, *, epochs=None,
-                 rng=None):
-        """`epochs` (EpochFiles by default) and the election's `rng` are what a simulation
-        gives its own."""
+                 rng=None, dynamic_config=None):
+        """`epochs` (EpochFiles by default), the election's `rng` and where committed
+        configs are kept (`dynamic_config`, DynamicConfigFiles by default) are what a
+        simulation gives its own."""
         self.config = config
         self.ctx = ctx
         self.datadir = datadir
@@ -124,6 +125,10 @@ class QuorumPeer:
         # The membership file's keys in file order make the config bytes exact.
         keys = config.membership_keys or list(config.raw) or None  # None: a Config in memory
         self.membership = Membership(config.servers.values(), config.config_version, keys)
+        self.dynamic_config = dynamic_config or DynamicConfigFiles(config.source, self.sid)
+        stored = self.dynamic_config.read()
+        if stored is not None and stored[1] > self.membership.version:
+            self.membership = Membership.parse(stored[0]).with_version(stored[1])
         self.last_seen = self.membership
         self._note_proposed_config()
         self._show_membership()
@@ -195,13 +200,10 @@ class QuorumPeer:
         return role_changed or leader_changed
 
     def _write_dynamic(self, m: Membership) -> None:
-        cfg = self.config
-        if cfg.source is None:
-            return  # a configuration built in memory (tests, the simulator)
         me = m.servers.get(self.sid)
         erase = me is not None and me.client_port is not None
         try:
-            write_committed(cfg.source, m.dynamic_file_text(), m.version, erase)
+            self.dynamic_config.write(m.dynamic_file_text(), m.version, erase)
         except OSError as e:
             log.error("event=dynamic_config_write_failed version=0x%x error=%r", m.version,
                       str(e))

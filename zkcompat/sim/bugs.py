@@ -1,17 +1,19 @@
 """Known bugs the simulator can switch on, to show its checks fail when they should.
 
 ack_before_fsync lives in the simulated disk (its log reports a batch durable at once);
-the other two are subclasses of the real zab roles, which the simulated servers' peers
+the others are subclasses of the real zab roles, which the simulated servers' peers
 are given instead of the real ones (roles_with).
 """
 
 from __future__ import annotations
 
+from zkcompat.jute.constants import OpCode
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.learner import Learner
 from zkcompat.zab.peer import Effects
 
-BUGS = ("ack_before_fsync", "newleader_ack_before_durable", "serve_before_quorum_synced")
+BUGS = ("ack_before_fsync", "newleader_ack_before_durable", "serve_before_quorum_synced",
+        "reconfig_old_quorum_only", "config_activated_before_commit")
 
 
 class NewLeaderAckBeforeDurable(Learner):
@@ -42,6 +44,33 @@ class ServeBeforeQuorumSynced(Leader):
         return max(super()._quorum_acked(), self.last_logged_zxid)
 
 
+class ReconfigOldQuorumOnly(Leader):
+    """A reconfig, and every txn after it, commits once a quorum of the old config has it:
+    the new config's quorum is never asked (Leader.tryToCommit without hasAllQuorums)."""
+
+    def _has_quorums(self, sids) -> bool:
+        return self.membership.contains_quorum(sids)
+
+    def _quorum_acked(self) -> int:
+        acks = [(self.last_logged_zxid, self.my_sid)]
+        acks += [(li.acked, li.sid) for li in self.learners.values()
+                 if li.forwarding and not li.observer and li.phase != "newleader"]
+        acks.sort(reverse=True)
+        return self._highest_acked(acks, self.membership)
+
+
+class ConfigActivatedBeforeCommit(Learner):
+    """The learner switches to a reconfig's config as its PROPOSAL arrives, not at its
+    COMMITANDACTIVATE: a reconfig that never commits still moves it."""
+
+    def _on_proposal(self, pkt) -> Effects:
+        fx = super()._on_proposal(pkt)
+        if fx.persist and fx.persist[-1].hdr.type == OpCode.RECONFIG and self.reconfig_enabled:
+            self.membership = self.last_seen
+            fx.activate = (self.membership, None)
+        return fx
+
+
 def roles_with(bug: str | None) -> tuple[type[Leader], type[Learner]]:
     """The leader and learner classes a simulated server runs with `bug` in force."""
     if bug not in (None, *BUGS):
@@ -50,4 +79,8 @@ def roles_with(bug: str | None) -> tuple[type[Leader], type[Learner]]:
         return Leader, NewLeaderAckBeforeDurable
     if bug == "serve_before_quorum_synced":
         return ServeBeforeQuorumSynced, Learner
+    if bug == "reconfig_old_quorum_only":
+        return ReconfigOldQuorumOnly, Learner
+    if bug == "config_activated_before_commit":
+        return Leader, ConfigActivatedBeforeCommit
     return Leader, Learner

@@ -27,6 +27,25 @@ def check_linearizable(operations, setup_paths) -> list[str]:
     return ["history is not linearizable:\n" + result.explain()]
 
 
+def check_configs_agree(servers) -> list[str]:
+    """Every live server ends with the same committed config, and its /zookeeper/config
+    shows it (ZOOKEEPER-2865: configs left inconsistent by a reconfig)."""
+    out = []
+    servers = [s for s in servers if s.peer is not None]  # a restart under way has none yet
+    configs = {s.host: s.peer.membership for s in servers}
+    if not configs:
+        return out
+    first_host, first = next(iter(configs.items()))
+    for host, m in configs.items():
+        if m != first:
+            out.append(f"committed configs differ: {first_host} has {first!r}, {host} has {m!r}")
+    for s in servers:
+        node = s.peer.tree.get("/zookeeper/config")
+        if node is None or node.data != s.peer.membership.to_bytes():
+            out.append(f"{s.host}'s /zookeeper/config is not its committed config")
+    return out
+
+
 def check_acked_writes(acked, servers) -> list[str]:
     """Every write a client heard OK for is, at its zxid, in every live server's history."""
     out = []

@@ -39,7 +39,8 @@ def _pin_hash_seed() -> None:
 @click.option("--servers", type=click.Choice(SERVER_COUNTS), default="3", show_default=True)
 @click.option("--faults", default="all", show_default=True,
               help="Fault profile: none, crash, partition, power, pause, clock, fsync, "
-                   "newleader, stale_leader, all.")
+                   "newleader, stale_leader, reconfig (membership changes, with "
+                   "reconfigEnabled), all.")
 @click.option("--duration", type=float, default=None, help="Virtual seconds of load.")
 @click.option("--trace", is_flag=True, help="Print the run's trace.")
 @click.option("--bug", type=click.Choice(BUGS), default=None,

@@ -21,7 +21,7 @@ from zkcompat.sim.clients import OPEN_ACL, SESSION_TIMEOUT_MS, SETUP_PATHS, SimC
 from zkcompat.sim.history import HistoryRecorder
 from zkcompat.sim.locks import check_acquisitions, check_fencing
 from zkcompat.sim.loop import Deadlock, Node, VirtualLoop, run_virtual, teardown
-from zkcompat.sim.nemesis import Nemesis, plan
+from zkcompat.sim.nemesis import PROFILES, Nemesis, plan
 from zkcompat.sim.network import SimNetwork
 from zkcompat.sim.server import CLIENT_PORT, SimServer
 from zkcompat.sim.watchlog import check_watches
@@ -56,6 +56,9 @@ class Cluster:
         self.seed = seed
         self.n_servers = n_servers
         self.quorum_sync = quorum_sync  # zoo.cfg's quorumSync on every server
+        # reconfigEnabled on every server when the faults may change the membership
+        self.reconfig = "reconfig" in PROFILES.get(profile, {}) or any(
+            f.kind == "reconfig" for f in faults or ())
         self.loop = VirtualLoop()
         self.network = SimNetwork(self.loop, self.child_rng("network"), self.trace)
         self.loop.network = self.network
@@ -196,6 +199,8 @@ class Cluster:
         self.failures += check_watches(self.watch_log)
         self.failures += check_acquisitions(self.lock_acquired)
         self.failures += check_fencing(self.lock_fenced)
+        if self.reconfig:
+            self.failures += checks.check_configs_agree(live)
 
     def run(self) -> RunResult:
         zk_log = logging.getLogger("zkcompat")

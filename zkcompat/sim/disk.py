@@ -30,6 +30,8 @@ class SimDisk:
         self.entries: dict[int, bytes] = {}  # zxid -> ZooKeeper's txn encoding
         self.accepted_epoch: int | None = None
         self.current_epoch: int | None = None
+        # zoo.cfg.dynamic.<version>: the last committed config's server lines and version
+        self.dynamic_config: tuple[str, int] | None = None
         self.snapshots: dict[int, bytes] = {}  # zxid -> snapshot stream bytes
         self.snapshot_chains: dict[int, dict] = {}  # zxid -> the history it holds (checks)
         self.slow_ms = 0.0  # nemesis: extra fsync latency
@@ -208,6 +210,29 @@ class SimEpochs:
             self.disk.current_epoch = current
         assert self.disk.current_epoch <= self.disk.accepted_epoch, \
             f"currentEpoch {self.disk.current_epoch} after acceptedEpoch {self.disk.accepted_epoch}"
+
+
+class SimDynamicConfig:
+    """DynamicConfigFiles over a SimDisk: the last committed config, durable at once (the
+    real one is fsynced and renamed into place before the server goes on)."""
+
+    def __init__(self, disk: SimDisk, sid: int):
+        self.disk = disk
+        self.sid = sid
+
+    def read(self) -> tuple[str, int] | None:
+        """The stored config, unless a reconfig left this server out of it: a real one
+        would not start ("My id N not in the peer list"), so the simulated operator starts
+        it as a joiner, with the static config that names it; the others' election
+        notifications then tell it the committed one."""
+        stored = self.disk.dynamic_config
+        if stored is not None and not any(line.startswith(f"server.{self.sid}=")
+                                          for line in stored[0].splitlines()):
+            return None
+        return stored
+
+    def write(self, servers_text: str, version: int, erase_client: bool) -> None:
+        self.disk.dynamic_config = (servers_text, version)
 
 
 class SimSnapshots:

@@ -28,6 +28,10 @@ cuts are removed, disks speed up). Kinds, weighted per profile:
                crashes, so it syncs into a new epoch by DIFF; the power fails while its
                fsync runs, and the new leader comes back last (the window a learner that
                ACKs NEWLEADER before its sync txns are durable loses acknowledged writes in)
+  reconfig     a super session asks the serving leader to remove a voter (maybe itself),
+               add back one a reconfig left out, or make an observer a participant
+               (sim/reconfig.py); the "reconfig" profile mixes it with crashes, partitions
+               and pauses, and turns reconfigEnabled on
   stale_leader the leader (with a follower of it, 5+ servers) is cut off from the other
                voters and frozen while they elect and write; it resumes unaware and is
                asked sync + getData (probe.py): stale unless quorumSync is on
@@ -40,6 +44,7 @@ import random
 from dataclasses import dataclass
 
 from zkcompat.sim.probe import StaleLeaderProbe
+from zkcompat.sim.reconfig import reconfig_once
 
 PROFILES: dict[str, dict[str, float]] = {
     "none": {},
@@ -53,6 +58,9 @@ PROFILES: dict[str, dict[str, float]] = {
     # Not in "all": without quorumSync a stale read is ZooKeeper's behaviour (ZOOKEEPER-1675),
     # which the linearizability check reports.
     "stale_leader": {"stale_leader": 1},
+    # Membership changes while servers crash, partitions come and go and leaders change.
+    "reconfig": {"reconfig": 4, "crash": 1, "crash_leader": 1, "isolate": 1, "split": 1,
+                 "pause_leader": 1, "power": 1},
     "all": {"crash": 2, "crash_leader": 2, "crash_follower": 1, "power": 1, "isolate": 2, "split": 2, "oneway": 1,
             "bridge": 1, "reset": 1, "slow_disk": 1, "slow_leader_disk": 1, "pause": 1,
             "pause_leader": 1, "clock_jump": 1, "fsync_fail": 1, "newleader_power": 1},
@@ -123,6 +131,9 @@ class Nemesis:
     async def _hold(self, f: Fault) -> None:
         if f.kind == "newleader_power":
             await self._newleader_power(f)
+            return
+        if f.kind == "reconfig":
+            await reconfig_once(self.cluster, f.pick)
             return
         if f.kind == "stale_leader":
             if self.scripted_busy:  # one script at a time: each needs the ensemble whole

@@ -17,7 +17,7 @@ from zkcompat.server.connection import Connection
 from zkcompat.server.context import ServerContext
 from zkcompat.server.pipeline import Pipeline
 from zkcompat.sim.bugs import roles_with
-from zkcompat.sim.disk import SimDataDir, SimDisk, SimEpochs
+from zkcompat.sim.disk import SimDataDir, SimDisk, SimDynamicConfig, SimEpochs
 from zkcompat.sim.loop import Node, Teardown, VirtualClock
 from zkcompat.tree.digest import tree_digest
 from zkcompat.zab.leader import Leader
@@ -41,7 +41,12 @@ def host_of(sid: int) -> str:
     return f"s{sid}"
 
 
-def ensemble_config(sid: int, n: int, quorum_sync: bool = False) -> Config:
+# super:test (sim/reconfig.py's sessions): reconfig is for super alone.
+SUPER_DIGEST = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+
+
+def ensemble_config(sid: int, n: int, quorum_sync: bool = False,
+                    reconfig: bool = False) -> Config:
     servers = {i: QuorumServer(i, host_of(i), QUORUM_PORT, ELECTION_PORT)
                for i in range(1, n + 1)}
     raw = {"tickTime": str(TICK_TIME_MS), "initLimit": str(INIT_LIMIT_TICKS),
@@ -50,9 +55,12 @@ def ensemble_config(sid: int, n: int, quorum_sync: bool = False) -> Config:
         raw[f"server.{i}"] = f"{s.host}:{s.quorum_port}:{s.election_port}"
     if quorum_sync:
         raw["quorumSync"] = "true"
+    if reconfig:
+        raw["reconfigEnabled"] = "true"
     cfg = Config(tick_time_ms=TICK_TIME_MS, client_port=CLIENT_PORT, server_id=sid,
                  servers=servers, init_limit=INIT_LIMIT_TICKS, sync_limit=SYNC_LIMIT_TICKS,
-                 quorum_sync=quorum_sync, raw=raw)
+                 quorum_sync=quorum_sync, reconfig_enabled=reconfig,
+                 super_digest=SUPER_DIGEST if reconfig else None, raw=raw)
     return cfg.finish()
 
 
@@ -96,7 +104,8 @@ class SimQuorumPeer(QuorumPeer):
     def __init__(self, config: Config, ctx, datadir: SimDataDir, build_pipeline, rng,
                  bug: str | None = None):
         epochs = SimEpochs(datadir.disk, zxid_epoch(ctx.tree.last_processed_zxid))
-        super().__init__(config, ctx, datadir, build_pipeline, epochs=epochs, rng=rng)
+        super().__init__(config, ctx, datadir, build_pipeline, epochs=epochs, rng=rng,
+                         dynamic_config=SimDynamicConfig(datadir.disk, config.server_id))
         self.leader_class, self.learner_class = roles_with(bug)
         self.sim: SimServer | None = None
 
@@ -142,7 +151,8 @@ class SimServer:
         self.sid = sid
         self.host = host_of(sid)
         self.disk = SimDisk()
-        self.config = ensemble_config(sid, cluster.n_servers, cluster.quorum_sync)
+        self.config = ensemble_config(sid, cluster.n_servers, cluster.quorum_sync,
+                                      cluster.reconfig)
         self.node: Node | None = None
         self.nodes: list[Node] = []  # every incarnation's, for the teardown
         self.ctx: ServerContext | None = None

@@ -122,8 +122,8 @@ class FastLeaderElection:
                  max_notification_interval_ms: int = MAX_NOTIFICATION_INTERVAL_MS) -> None:
         if voters & observers:
             raise ValueError(f"servers both voter and observer: {sorted(voters & observers)}")
-        if my_sid not in voters | observers:
-            raise ValueError(f"sid {my_sid} is neither a voter nor an observer")
+        # A server outside the config (left out by a reconfig it restarted with, or about
+        # to join) looks as a non-voting participant: it proposes nobody and follows.
         self.my_sid = my_sid
         self.voters = frozenset(voters)
         self.observers = frozenset(observers)
