@@ -434,3 +434,35 @@ def test_help_documents_set_kind_and_the_jvm_flags():
     done = subprocess.run([str(SCRIPT), "start-server", "--help"], capture_output=True,
                           text=True, timeout=COMMAND_TIMEOUT_S)
     assert "--kind [zkcompat|zookeeper]" in done.stdout, done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
+    """Right after Popen returns, /proc/PID/cmdline can still be empty (the kernel wakes the
+    vfork parent before the new program's arguments are in place), so the server does not
+    look like ours yet: start and start-server waited for it as "process exited" and
+    failed at once (seen in tests/ensemble/test_migration.py under load). Only a process
+    that is gone, or a zombie, has exited."""
+    port = _free_range(1)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"tickTime=2000\ndataDir={data_dir}\nclientPort={port}\n"
+                   "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                   "4lw.commands.whitelist=*\n")
+    member = ensemble_cmd.Member(1, port, 0, 0, cfg=str(cfg), data_dir=str(data_dir))
+    for _ in range(3):
+        member.pid = ensemble_cmd._spawn("zkcompat", member)
+        try:
+            assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 60.0) == {}
+        finally:
+            os.kill(member.pid, signal.SIGKILL)
+            os.waitpid(member.pid, 0)
+    # and one that has exited is told at once
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    member.pid = gone.pid
+    started = time.monotonic()
+    assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 30.0) == {
+        1: "process exited"}
+    assert time.monotonic() - started < 5.0

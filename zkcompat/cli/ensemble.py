@@ -172,6 +172,20 @@ def is_ours(pid: int | None, cfg: str) -> bool:
     return state not in ("Z", "X") and os.fsencode(cfg) in cmdline
 
 
+def exited(pid: int | None) -> bool:
+    """The process is gone, or a zombie. For a server this command just spawned (its child,
+    so the PID cannot be reused), unlike is_ours: right after Popen returns,
+    /proc/PID/cmdline can still be empty, since the kernel wakes the vfork parent before the
+    new program's arguments are in place."""
+    if pid is None:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+
+
 def _signal(member: Member, sig: signal.Signals) -> bool:
     """Send sig to the member's recorded PID if it is still our process."""
     if not is_ours(member.pid, member.cfg):
@@ -253,7 +267,7 @@ def _wait_serving(members: list[Member], modes: frozenset[str],
             if mode in modes:
                 del pending[sid]
                 why.pop(sid)
-            elif not is_ours(m.pid, m.cfg):
+            elif exited(m.pid):
                 why[sid] = "process exited"
             elif mode is not None:
                 why[sid] = f"Mode: {mode}"
