@@ -69,7 +69,9 @@ IMPORT_TIMEOUT_S = 120.0
 JAVA_WATCHER = "MigrationWatcher"
 JAVA_START_TIMEOUT_S = 60.0
 JAVA_FINISH_TIMEOUT_S = 60.0
-SETTINGS = FAST  # tickTime 500: sessions of 10 s, the most it allows
+# tickTime 500: sessions of 10 s, the most it allows. snapCount 1000: ZooKeeper snapshots
+# (fuzzy, under load) a few times, so an import reads a snapshot and the logs after it.
+SETTINGS = {**FAST, "snapCount": 1000}
 
 # What the leader logs as it starts syncing learner `sid`, by the leader's kind. 3.8's
 # "Sending snapshot" line names no sid: the LearnerHandler thread ties it to one.
