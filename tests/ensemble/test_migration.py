@@ -5,7 +5,8 @@ restart in the same loop, as the baseline (docs/migrating-from-zookeeper.md).
 Each step stops server N and starts the other kind as server N with the same zoo.cfg, myid,
 ports and dataDir: [empty] zkcompat comes up with nothing and syncs from the leader;
 [import] it first imports the stopped ZooKeeper's dataDir (`zkcompat import-zookeeper`).
-The rollback replaces each zkcompat server of a loaded ensemble with an empty ZooKeeper.
+The rollback takes the ensemble the import left back, each zkcompat server replaced by
+an empty ZooKeeper.
 Whatever a step replaces is moved out of the dataDir first, as the runbook says.
 
 Throughout, kazoo writers record every acknowledged write; a kazoo client and a Java client
@@ -61,7 +62,7 @@ WATCHED = f"{ROOT}/watched"
 LOCK_PATH = f"{ROOT}/lock"
 PRELOADED = 2000  # znodes written before the first step: the data the ensemble holds
 PRELOAD_BYTES = 512
-WRITER_PACE_S = 0.02  # between one writer's writes: the gaps measured are seconds
+WRITER_PACE_S = 0.05  # between one writer's writes: the gaps measured are near a second
 WATCH_PACE_S = 0.05  # between two changes of WATCHED
 WATCH_CATCH_UP_S = 30.0  # for every watcher to see a change and re-arm, across a failover
 WARM_UP_ACKS = 60
@@ -461,10 +462,12 @@ class World:
     def check(self, what: str) -> None:
         """With the load paused: the checks of the module docstring."""
         self.gate.pause()
+        started = time.monotonic()
         try:
             self._check(what)
         finally:
             self.gate.resume()
+        print(f"{what}: checked in {time.monotonic() - started:.1f}s")
 
     def _check(self, what: str) -> None:
         assert self.driver.failure is None, f"{what}: {self.driver.failure}"
@@ -647,8 +650,9 @@ def replace(ensemble: Ensemble, world: World, sid: int, kind: str,
 
 
 def roll(ensemble: Ensemble, world: World, kind: str, prepare: Prepare | None,
-         label: str) -> list[Step]:
-    """Each server in turn, followers first and the leader last; the checks after each."""
+         label: str, check_each: bool = True) -> list[Step]:
+    """Each server in turn, followers first and the leader last; the checks after each
+    (or, without check_each, after the last only)."""
     steps = []
     todo = set(ensemble.sids)
     while todo:
@@ -661,7 +665,8 @@ def roll(ensemble: Ensemble, world: World, kind: str, prepare: Prepare | None,
         steps.append(step)
         print(f"{label}: {step.line()}")
         ensemble.wait_one_leader(timeout_s=ELECTION_TIMEOUT_S + COMMAND_SLACK_S)
-        world.check(f"{label}, after server.{sid}")
+        if check_each or not todo:
+            world.check(f"{label}, after server.{sid}")
     assert {ensemble.member(s).kind for s in ensemble.sids} == {kind}
     total = sum(s.writers_back_s for s in steps)
     print(f"{label}: {len(steps)} steps in {total:.1f}s; longest gap "
@@ -673,15 +678,18 @@ def roll(ensemble: Ensemble, world: World, kind: str, prepare: Prepare | None,
     return steps
 
 
-def _run(ensemble: Ensemble, java_watcher: Path, start_kind: str, kind: str,
-         prepare: Prepare | None, label: str) -> list[Step]:
+def _run(ensemble: Ensemble, java_watcher: Path, start_kind: str,
+         *rolls: tuple[str, Prepare | None, str, bool]) -> list[Step]:
+    """Start an ensemble of start_kind, put the world on it, then each (kind, prepare,
+    label, check_each) roll in turn, under the same load, sessions, lock and watchers."""
     ensemble.start(3, kind=start_kind, settings=SETTINGS)
     ensemble.wait_one_leader()
     world = World(ensemble, java_watcher)
     try:
         world.start()
-        world.check(f"{label}, before")
-        steps = roll(ensemble, world, kind, prepare, label)
+        world.check(f"{rolls[0][2]}, before")
+        steps = [s for kind, prepare, label, check_each in rolls
+                 for s in roll(ensemble, world, kind, prepare, label, check_each)]
         world.finish()
         return steps
     finally:
@@ -692,8 +700,8 @@ def _run(ensemble: Ensemble, java_watcher: Path, start_kind: str, kind: str,
 @pytest.mark.parametrize("variant", ["empty", "import"])
 def test_migrate_zookeeper_to_zkcompat(ensemble, java_watcher, variant):
     prepare = prepare_empty if variant == "empty" else prepare_import
-    steps = _run(ensemble, java_watcher, "zookeeper", "zkcompat", prepare,
-                 f"migrate ({variant})")
+    steps = _run(ensemble, java_watcher, "zookeeper",
+                 ("zkcompat", prepare, f"migrate ({variant})", True))
     if variant == "import":  # each came up with the imported tree, not an empty one
         for step in steps:
             m = ensemble.wait_log(step.sid, r"event=snapshot_loaded zxid=0x[0-9a-f]+ "
@@ -703,11 +711,18 @@ def test_migrate_zookeeper_to_zkcompat(ensemble, java_watcher, variant):
 
 @pytest.mark.timeout(420)
 def test_roll_back_zkcompat_to_zookeeper(ensemble, java_watcher):
-    _run(ensemble, java_watcher, "zkcompat", "zookeeper", prepare_zookeeper, "roll back")
+    """The way back from where the migration left the ensemble: its ZooKeeper-era sessions,
+    ephemerals, lock and watches, zkcompat servers that imported ZooKeeper's data, and
+    their dataDirs with ZooKeeper's files moved out. Each zkcompat server is replaced by an
+    empty ZooKeeper, the leader last. (The way there is checked at its end only: its steps
+    are test_migrate_zookeeper_to_zkcompat[import]'s, checked each.)"""
+    _run(ensemble, java_watcher, "zookeeper",
+         ("zkcompat", prepare_import, "there (import)", False),
+         ("zookeeper", prepare_zookeeper, "roll back", True))
 
 
 @pytest.mark.timeout(420)
 def test_zookeeper_rolling_restart_baseline(ensemble, java_watcher):
     """The same loop on ZooKeeper alone, each server restarted on its own data: the gaps
     a ZooKeeper operator already lives with."""
-    _run(ensemble, java_watcher, "zookeeper", "zookeeper", None, "ZooKeeper restart")
+    _run(ensemble, java_watcher, "zookeeper", ("zookeeper", None, "ZooKeeper restart", True))
