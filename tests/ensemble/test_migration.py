@@ -3,21 +3,23 @@ at a time and the leader last, under load; the way back; and ZooKeeper's own rol
 restart in the same loop, as the baseline (docs/migrating-from-zookeeper.md).
 
 Each step stops server N and starts the other kind as server N with the same zoo.cfg, myid,
-ports and dataDir: [empty] zkcompat comes up with nothing and syncs from the leader;
-[import] it first imports the stopped ZooKeeper's dataDir (`zkcompat import-zookeeper`).
-The rollback takes the ensemble the import left back, each zkcompat server replaced by
-an empty ZooKeeper.
-Whatever a step replaces is moved out of the dataDir first, as the runbook says.
+ports and dataDir (`ensemble start-server N --kind`): [empty] zkcompat comes up with nothing
+and syncs from the leader; [import] it first imports the stopped ZooKeeper's dataDir
+(`zkcompat import-zookeeper`). The rollback takes the ensemble the import left back, each
+zkcompat server replaced by an empty ZooKeeper. Whatever a step replaces is moved out of
+the dataDir first, as the runbook says.
 
 Throughout, kazoo writers record every acknowledged write; a kazoo client and a Java client
 (libzookeeper-java) watch one znode that a driver changes only once both have re-armed
-their watch after the last change, so each change owes each of them exactly one event;
-long-lived sessions hold ephemerals, and one holds a kazoo Lock. After each step, with the
-load paused: every acknowledged write is on every member; no session expired or changed id;
+their watch after the last change, so no two changes merge into one event; long-lived
+sessions hold ephemerals, and one holds a kazoo Lock. After each step, with the load
+paused: every acknowledged write is on every member; no session expired or changed id;
 every ephemeral, and the lock node, is still owned by its session, and a contender cannot
-take the lock; each watcher had one NodeDataChanged per change; every member holds the same
-tree, Stat for Stat. Each step's times and the longest gap between acknowledged writes
-(what clients saw of the unavailability) are printed; no timing is asserted.
+take the lock; the Java watcher had one NodeDataChanged per change, and the kazoo one an
+event per change or the re-read after kazoo dropped its watches at a disconnect; every
+member holds the same tree, Stat for Stat. Each step's times and the longest gap between
+acknowledged writes (what clients saw of the unavailability) are printed; no timing is
+asserted.
 """
 
 from __future__ import annotations
