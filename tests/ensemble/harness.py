@@ -119,9 +119,12 @@ class Ensemble:
     def stop_server(self, sid: int) -> None:
         self.run("stop-server", str(sid))
 
-    def start_server(self, sid: int) -> str:
+    def start_server(self, sid: int, kind: str | None = None) -> str:
+        """`start-server`; with kind, server sid runs as that kind from now on (the same
+        zoo.cfg, myid, ports and dataDir): a rolling replacement."""
         self._drop_torn_zookeeper_log(sid)
-        return self.run("start-server", str(sid), "--timeout", str(START_TIMEOUT_S))
+        kinds = () if kind is None else ("--kind", kind)
+        return self.run("start-server", str(sid), "--timeout", str(START_TIMEOUT_S), *kinds)
 
     def _drop_torn_zookeeper_log(self, sid: int) -> None:
         """A ZooKeeper killed just as it opened a new txn log leaves a file shorter than
@@ -399,23 +402,27 @@ class Writer(threading.Thread):
 
     def _loop(self) -> None:
         while not self.stop_event.is_set():
-            self.n += 1
-            data = f"{self.name}-{self.n}".encode()
-            started = time.monotonic()
-            try:
-                if self.n % 2:
-                    path = self.client.create_async(f"{self.prefix}/seq-", data,
-                                                    sequence=True).get(timeout=OP_TIMEOUT_S)
-                    version = 0
-                else:
-                    path = self.counter
-                    version = self.client.set_async(path, data).get(
-                        timeout=OP_TIMEOUT_S).version
-                self.acked.ack(Ack(path, data, version, started, time.monotonic(), self.name))
-                self._read_back(path, data, version)
-            except (KazooException, KazooTimeoutError) as e:
-                self.acked.fail(self.name, e)
-                self.stop_event.wait(0.05)
+            self.write_once()
+
+    def write_once(self) -> None:
+        """One write, recorded once acknowledged (or its failure, after a short pause)."""
+        self.n += 1
+        data = f"{self.name}-{self.n}".encode()
+        started = time.monotonic()
+        try:
+            if self.n % 2:
+                path = self.client.create_async(f"{self.prefix}/seq-", data,
+                                                sequence=True).get(timeout=OP_TIMEOUT_S)
+                version = 0
+            else:
+                path = self.counter
+                version = self.client.set_async(path, data).get(
+                    timeout=OP_TIMEOUT_S).version
+            self.acked.ack(Ack(path, data, version, started, time.monotonic(), self.name))
+            self._read_back(path, data, version)
+        except (KazooException, KazooTimeoutError) as e:
+            self.acked.fail(self.name, e)
+            self.stop_event.wait(0.05)
 
     def _read_back(self, path: str, data: bytes, version: int) -> None:
         got, stat = self.client.get_async(path).get(timeout=OP_TIMEOUT_S)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from zkcompat.cli.launch import (
     ZOOKEEPER_QUORUM_MAIN,
     zookeeper_classpath,
 )
+from zkcompat.config.sysprops import jvm_flags
 
 HOST = "127.0.0.1"
 # --addresses: every server on HOST, or server K alone on 127.0.0.K (its client, quorum,
@@ -125,10 +125,19 @@ def save_state(directory: Path, ensemble: Ensemble) -> None:
 def record_pid(directory: Path, sid: int, pid: int) -> None:
     """Write one member's PID into ensemble.json under a lock, re-reading the file first,
     so two commands starting servers at once do not overwrite each other's PIDs."""
+    update_member(directory, sid, pid=pid)
+
+
+def update_member(directory: Path, sid: int, **fields) -> None:
+    """Change fields of one member in ensemble.json, under the lock record_pid takes; a new
+    `kind` also renames the ensemble's (one kind, or one per server)."""
     with open(directory / f"{STATE_FILE}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         ensemble = load_state(directory)
-        ensemble.members[sid].pid = pid
+        for name, value in fields.items():
+            setattr(ensemble.members[sid], name, value)
+        kinds = [m.kind for m in ensemble.members.values()]
+        ensemble.kind = kinds[0] if len(set(kinds)) == 1 else ",".join(kinds)
         save_state(directory, ensemble)
 
 
@@ -161,6 +170,20 @@ def is_ours(pid: int | None, cfg: str) -> bool:
         return False
     state = stat.rsplit(")", 1)[-1].split()[0]  # comm, in parentheses, may hold spaces
     return state not in ("Z", "X") and os.fsencode(cfg) in cmdline
+
+
+def exited(pid: int | None) -> bool:
+    """The process is gone, or a zombie. For a server this command just spawned (its child,
+    so the PID cannot be reused), unlike is_ours: right after Popen returns,
+    /proc/PID/cmdline can still be empty, since the kernel wakes the vfork parent before the
+    new program's arguments are in place."""
+    if pid is None:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
 
 
 def _signal(member: Member, sig: signal.Signals) -> bool:
@@ -244,7 +267,7 @@ def _wait_serving(members: list[Member], modes: frozenset[str],
             if mode in modes:
                 del pending[sid]
                 why.pop(sid)
-            elif not is_ours(m.pid, m.cfg):
+            elif exited(m.pid):
                 why[sid] = "process exited"
             elif mode is not None:
                 why[sid] = f"Mode: {mode}"
@@ -336,12 +359,26 @@ def _plan(directory: Path, size: int, kind: str, settings: dict,
     return ensemble
 
 
+# zoo.cfg keys `ensemble` writes for each server itself: --set cannot move them.
+MANAGED_KEYS = frozenset(("dataDir", "clientPort", "clientPortAddress", "peerType",
+                          "admin.serverPort", "admin.serverAddress"))
+MANAGED_PREFIXES = ("server.",)
+
+
 def _settings(pairs: tuple[str, ...]) -> dict:
+    """--set KEY=VALUE pairs, in order (a later one for the same KEY wins)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE")
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="'--set'")
+        if "\n" in pair or "\r" in pair:
+            raise click.BadParameter(f"{pair!r}: one line only", param_hint="'--set'")
+        if key in MANAGED_KEYS or key.startswith(MANAGED_PREFIXES):
+            raise click.BadParameter(
+                f"{key} is written by `ensemble` itself for each server (its ports, dataDir "
+                "and the server.N lines)", param_hint="'--set'")
         out[key] = value
     return out
 
@@ -375,9 +412,10 @@ def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
     if kind == "zookeeper":
         log4j = Path(member.data_dir) / "log4j.properties"
         log4j.write_text(_LOG4J_CONSOLE)
-        # zkServer.sh puts SERVER_JVMFLAGS on java's command line (a JAAS file, say);
-        # zkcompat reads the same variable.
-        flags = shlex.split(env.get("SERVER_JVMFLAGS", ""))
+        # zkServer.sh runs java with JVMFLAGS="$SERVER_JVMFLAGS $JVMFLAGS" (a JAAS file, a
+        # heap size), after our defaults so that they win; zkcompat servers inherit both
+        # variables and read their -D flags the same way (config/sysprops.py).
+        flags = jvm_flags(env)
         return ["java", ZOOKEEPER_HEAP_MAX, ZOOKEEPER_GC, f"-Dlog4j.configuration=file:{log4j}",
                 "-Dzookeeper.jmx.log4j.disable=true", *flags, "-cp", zookeeper_classpath(),
                 ZOOKEEPER_QUORUM_MAIN, member.cfg], env
@@ -406,7 +444,8 @@ def _prepare(directory: Path, size: int, kind: str, settings: dict,
     if running:
         raise click.ClickException(f"{directory} already runs server.{running[0]}; "
                                    "`ensemble stop` it first")
-    if (len(old.members), old.kind) != (size + observers, kind):
+    if (len(old.members) != size + observers
+            or [m.kind for m in old.members.values()] != member_kinds(kind, len(old.members))):
         raise click.ClickException(f"{directory} holds a {len(old.members)}-server {old.kind} "
                                    "ensemble; remove it or use another --dir")
     first = old.members[min(old.members)]
@@ -414,6 +453,8 @@ def _prepare(directory: Path, size: int, kind: str, settings: dict,
         raise click.ClickException(f"{directory} holds an ensemble on the ports of "
                                    f"--base-port {first.client_port}, which it keeps; start it "
                                    "without --base-port, or remove it or use another --dir")
+    for m in old.members.values():  # --set on a restart: added to what each server had
+        m.settings.update(settings)
     return old
 
 
@@ -454,11 +495,16 @@ def ensemble() -> None:
 @ensemble.command()
 @click.argument("size", type=click.Choice(["3", "5", "7"]))
 @_DIR_OPTION
-@click.option("--kind", default="zkcompat", hidden=True,
-              help="zkcompat or zookeeper, or one of them per server, comma-separated.")
+@click.option("--kind", default="zkcompat", show_default=True,
+              help="zkcompat, or zookeeper (Apache ZooKeeper 3.8 from Debian's package, which "
+              "scripts/install-zookeeper installs), or one per server, comma-separated: "
+              "zookeeper,zookeeper,zkcompat.")
 @click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
-@click.option("--set", "settings", multiple=True, hidden=True,
-              help="KEY=VALUE: a zoo.cfg setting for every server (tests).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A zoo.cfg line for every server, after the defaults, so it overrides them "
+              "(--set tickTime=500); repeat it for more keys. Not the keys ensemble writes "
+              "per server (ports, dataDir, server.N). On a restart it is added to what the "
+              "servers had.")
 @click.option("--observers", type=click.IntRange(0, 7), default=0, hidden=True,
               help="Observers to add after the SIZE voters (server.SIZE+1, ...).")
 @click.option("--base-port", type=click.IntRange(1, PORT_MAX), metavar="P",
@@ -479,7 +525,15 @@ def start(size: str, directory: Path, kind: str, timeout_s: float,
     --addresses spread. With --base-port P they are the 4N ports
     from P (N = SIZE): for 3 servers and P = 12000, clients 12000-12002, quorum
     12003-12005, election 12006-12008, AdminServers 12009-12011. A stopped ensemble starts
-    again on the ports it had."""
+    again on the ports it had.
+
+    \b
+    Environment, as zkServer.sh takes it:
+      SERVER_JVMFLAGS, JVMFLAGS  java flags, in that order, for each ZooKeeper server
+                                 (--kind zookeeper), after ours (-Xmx1g, serial GC), so
+                                 -Xmx or a JAAS file given here wins. zkcompat servers get
+                                 both variables, read their -D settings as ZooKeeper does
+                                 (a zoo.cfg key wins over a -D) and ignore the rest."""
     total = int(size) + observers
     if base_port is not None and base_port + PORTS_PER_SERVER * total - 1 > PORT_MAX:
         raise click.BadParameter(
@@ -533,8 +587,15 @@ def stop_server(sid: int, directory: Path) -> None:
 @click.argument("sid", type=int)
 @_DIR_OPTION
 @click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
-def start_server(sid: int, directory: Path, timeout_s: float) -> None:
-    """Start server SID again on its data; return once it serves in the ensemble."""
+@click.option("--kind", type=click.Choice(KINDS),
+              help="Start it as this kind, from now on: the same zoo.cfg, myid, ports and "
+              "dataDir (replacing servers one at a time: docs/migrating-from-zookeeper.md). "
+              "Each kind keeps its data apart in the dataDir (ZooKeeper in version-2, zkcompat "
+              "in zkcompat/): move the other's out first, or it is there for the next switch "
+              "back.  [default: the kind it ran as]")
+def start_server(sid: int, directory: Path, timeout_s: float, kind: str | None) -> None:
+    """Start server SID again on its data; return once it serves in the ensemble.
+    SERVER_JVMFLAGS and JVMFLAGS reach it as they do at `start`."""
     directory = _absolute(directory)
     ens = _require_state(directory)
     m = _member(ens, sid)
@@ -542,6 +603,9 @@ def start_server(sid: int, directory: Path, timeout_s: float) -> None:
         raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
     if not _port_refuses(m.client_port, m.host):
         raise click.ClickException(f"{m.address} is taken by another process")
+    if kind is not None and kind != m.kind:
+        m.kind = kind
+        update_member(directory, sid, kind=kind)
     m.pid = _spawn(m.kind, m)
     record_pid(directory, sid, m.pid)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
