@@ -296,3 +296,41 @@ def test_zkcli_reconfig_and_config_print_as_against_zookeeper(ensemble, tmp_path
         difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
                              "zkcompat", lineterm=""))
     assert sum("Committed new configuration:" in line for line in transcripts["zkcompat"]) == 4
+
+
+@pytest.mark.parametrize("kinds, joiner", [("zkcompat", "zkcompat"),
+                                           ("zookeeper", "zkcompat"),
+                                           ("zkcompat", "zookeeper")])
+def test_ensemble_add_and_remove_a_server_through_reconfig(ensemble, kinds, joiner):
+    """`scripts/ensemble add 4` starts server.4 as a non-voting participant that follows,
+    then reconfig adds it: it votes, it has every znode, and the trees agree; `remove 4`
+    takes it out again and stops it. Mixed both ways: a ZooKeeper leader adds a zkcompat
+    server, a zkcompat leader a ZooKeeper one."""
+    ensemble.start(3, kind=kinds, settings={**FAST, **SUPER})
+    ensemble.wait_one_leader()
+    client = ensemble.client_on(1)
+    try:
+        client.ensure_path("/before-add")
+        for i in range(50):
+            client.create(f"/before-add/n{i}", b"%d" % i)
+    finally:
+        close_client(client)
+    out = ensemble.run("add", "4", "--auth", "super:test", "--kind", joiner)
+    lines = [line for line in out.strip().splitlines() if line.startswith("server.")]
+    assert [line.split("=")[0] for line in lines] == [f"server.{s}" for s in (1, 2, 3, 4)]
+    assert ":participant;" in lines[-1]
+    assert ensemble.member(4).kind == joiner
+    ensemble.wait_one_leader(up=[1, 2, 3, 4])
+    client = ensemble.client_on(4)
+    try:
+        client.create("/via-4", b"x")
+        assert len(client.get_children("/before-add")) == 50
+    finally:
+        close_client(client)
+    check_trees_agree(ensemble, "/", [1, 2, 3, 4])
+
+    out = ensemble.run("remove", "4", "--auth", "super:test")
+    assert "server.4=" not in out and "server.3=" in out
+    assert 4 not in ensemble.members()
+    ensemble.wait_one_leader(up=[1, 2, 3])
+    check_trees_agree(ensemble, "/", [1, 2, 3])

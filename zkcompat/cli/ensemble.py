@@ -399,12 +399,17 @@ def _cfg_text(ensemble: Ensemble, member: Member) -> str:
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
-def _write_files(ensemble: Ensemble) -> None:
-    for m in ensemble.members.values():
+def _write_files(ensemble: Ensemble, members: list[Member] | None = None) -> None:
+    """Each member's myid and zoo.cfg; a zoo.cfg that names a dynamicConfigFile belongs to
+    its server now (reconfigEnabled: it rewrites it as the membership changes)."""
+    for m in ensemble.members.values() if members is None else members:
         data_dir = Path(m.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "myid").write_text(f"{m.sid}\n")
-        Path(m.cfg).write_text(_cfg_text(ensemble, m))
+        cfg = Path(m.cfg)
+        if cfg.exists() and "dynamicConfigFile=" in cfg.read_text():
+            continue
+        cfg.write_text(_cfg_text(ensemble, m))
 
 
 def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
@@ -610,6 +615,85 @@ def start_server(sid: int, directory: Path, timeout_s: float, kind: str | None) 
     record_pid(directory, sid, m.pid)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     click.echo(f"server.{sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
+
+
+_AUTH_OPTION = click.option(
+    "--auth", required=True, metavar="USER:PASSWORD",
+    help="A digest identity reconfig accepts: the super user of "
+    "DigestAuthenticationProvider.superDigest (set it with --set at `start`).")
+
+
+def _reconfig(ens: Ensemble, sids: list[int], auth: str, **change) -> bytes:
+    """kazoo's reconfig through the servers `sids`; the committed config it returns."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
+
+    hosts = ",".join(ens.members[s].address for s in sids)
+    client = KazooClient(hosts=hosts, auth_data=[("digest", auth)])
+    try:
+        client.start(timeout=FOUR_LETTER_TIMEOUT_S * 10)
+        data, _ = client.reconfig(from_config=-1, **change)
+        return data
+    except KazooException as e:
+        raise click.ClickException(f"reconfig {change}: {type(e).__name__}") from None
+    finally:
+        client.stop()
+        client.close()
+
+
+@ensemble.command()
+@click.argument("sid", type=click.IntRange(1, 255))
+@_DIR_OPTION
+@_AUTH_OPTION
+@click.option("--observer", is_flag=True, help="Add it as an observer, not a participant.")
+@click.option("--kind", type=click.Choice(KINDS), default="zkcompat", show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
+def add(sid: int, directory: Path, auth: str, observer: bool, kind: str,
+        timeout_s: float) -> None:
+    """Add server SID to a running ensemble with reconfigEnabled=true: start it with a
+    config that names the ensemble and itself, wait until it follows (as a non-voting
+    participant, or an observer), then `reconfig -add` it. Prints the new config."""
+    directory = _absolute(directory)
+    ens = _require_state(directory)
+    if sid in ens.members:
+        raise click.ClickException(f"server.{sid} is in {directory} already")
+    others = list(ens.members)
+    first = ens.members[others[0]]
+    spread = any(m.host != HOST for m in ens.members.values())
+    client, quorum, election, admin = _free_ports(PORTS_PER_SERVER)
+    m = Member(sid, client, quorum, election, cfg=str(directory / f"zoo{sid}.cfg"),
+               data_dir=str(directory / str(sid)), kind=kind, settings=dict(first.settings),
+               observer=observer, admin_port=admin,
+               host=member_host("spread" if spread else "same", sid))
+    ens.members[sid] = m
+    _write_files(ens, [m])
+    m.pid = _spawn(m.kind, m)
+    save_state(directory, ens)
+    _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
+    role = "observer" if observer else "participant"
+    spec = f"server.{sid}={m.host}:{m.quorum_port}:{m.election_port}:{role};{m.address}"
+    data = _reconfig(ens, others, auth, joining=spec, leaving=None, new_members=None)
+    click.echo(data.decode())
+
+
+@ensemble.command()
+@click.argument("sid", type=int)
+@_DIR_OPTION
+@_AUTH_OPTION
+def remove(sid: int, directory: Path, auth: str) -> None:
+    """`reconfig -remove` server SID (the leader too: another takes over), then stop it
+    and forget it; its data stays in DIR/SID. Prints the new config."""
+    directory = _absolute(directory)
+    ens = _require_state(directory)
+    m = _member(ens, sid)
+    others = [s for s in ens.members if s != sid]
+    data = _reconfig(ens, others, auth, joining=None, leaving=str(sid), new_members=None)
+    left = _stop([m])
+    if left:
+        raise click.ClickException(f"server.{sid} is out of the config but still up")
+    del ens.members[sid]
+    save_state(directory, ens)
+    click.echo(data.decode())
 
 
 @ensemble.command()
