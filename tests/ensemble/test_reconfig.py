@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -23,12 +24,13 @@ from kazoo.exceptions import (
     NoAuthError,
 )
 
-from .harness import FAST, check_trees_agree, close_client
+from .harness import FAST, Load, check_acked_everywhere, check_trees_agree, close_client
 
 # kazoo's TestReconfig harness: super:test (this is its digest).
 SUPER = {"reconfigEnabled": "true",
          "DigestAuthenticationProvider.superDigest": "super:D/InIHSb7yEEbrWz8b9l71RjZJU="}
 FIRST_VERSION = 0x100000000  # (epoch 1, counter 0): the first NEWLEADER's zxid
+ACKS = 40
 
 
 def _super_client(ensemble, sid: int) -> KazooClient:
@@ -334,3 +336,83 @@ def test_ensemble_add_and_remove_a_server_through_reconfig(ensemble, kinds, join
     assert 4 not in ensemble.members()
     ensemble.wait_one_leader(up=[1, 2, 3])
     check_trees_agree(ensemble, "/", [1, 2, 3])
+
+
+# -- the membership bugs ZooKeeper had --------------------------------------------------
+
+
+def _dynamic_files_agree(ensemble, sids) -> str:
+    """ZOOKEEPER-2865: every server's zoo.cfg names a dynamic file of the same version,
+    with the same server lines. Returns that text."""
+    texts = {}
+    for sid in sids:
+        cfg = (ensemble.dir / f"zoo{sid}.cfg").read_text()
+        name = re.search(r"^dynamicConfigFile=(.*)$", cfg, re.M).group(1)
+        texts[sid] = (name.rsplit(".", 1)[1], Path(name).read_text())
+    assert len(set(texts.values())) == 1, texts
+    return next(iter(texts.values()))[1]
+
+
+def test_zookeeper_3829_a_rolling_restart_that_adds_a_server_leaves_a_working_leader(
+        ensemble):
+    """ZOOKEEPER-3829 (with 3830, 3814, 3842), reconfig off: servers 1-3 run with config
+    1,2,3; server 4 starts with 1,2,3,4; then 1, 2 and 3 restart one by one with 1,2,3,4.
+    In ZooKeeper 3.5-3.6 the leader this left (server 4) could commit nothing. Here every
+    server commits through whoever leads, with the new server voting."""
+    ensemble.start(3, settings=FAST)
+    ensemble.wait_one_leader()
+    client = ensemble.client()
+    try:
+        client.create("/before", b"x")
+    finally:
+        close_client(client)
+    ensemble.run("add", "4", "--static")
+    m4 = ensemble.member(4)
+    line = (f"server.4={m4.host}:{m4.quorum_port}:{m4.election_port};"
+            f"{m4.host}:{m4.client_port}\n")
+    for sid in (1, 2, 3):
+        ensemble.stop_server(sid)
+        with open(ensemble.dir / f"zoo{sid}.cfg", "a") as cfg:
+            cfg.write(line)
+        ensemble.start_server(sid)
+    leader = ensemble.wait_one_leader(up=[1, 2, 3, 4])
+    for sid in (1, 2, 3, 4):
+        client = ensemble.client_on(sid)
+        try:
+            client.create(f"/after-{sid}", b"x")  # committed: the leader has a quorum
+        finally:
+            close_client(client)
+    check_trees_agree(ensemble, "/", [1, 2, 3, 4])
+    # The new server's ACK counts: with one of the old three down, the leader, server.4
+    # and the last one are the quorum of four that commits.
+    down = next(s for s in (1, 2, 3) if s != leader and s != 4)
+    ensemble.stop_server(down)
+    client = ensemble.client_on(leader)
+    try:
+        client.create("/three-of-four", b"x")
+    finally:
+        close_client(client)
+
+
+def test_zookeeper_4352_a_server_added_while_the_leader_changes_has_every_write(ensemble):
+    """ZOOKEEPER-4352's shape: a server joins and the ensemble re-elects around it. Server
+    4 follows as a non-voting participant and is added by reconfig under load, and the
+    leader is killed at once: the new leader's quorum includes the new server, which must
+    hold every acknowledged write, and every server ends with the same trees and the same
+    dynamic file (ZOOKEEPER-2865)."""
+    ensemble.start(3, settings={**FAST, **SUPER})
+    leader = ensemble.wait_one_leader()
+    with Load(ensemble) as load:
+        load.wait_acks(ACKS, 0, "before the add")
+        ensemble.run("add", "4", "--auth", "super:test")
+        killed_at = ensemble.kill(leader)
+        rest = [s for s in (1, 2, 3, 4) if s != leader]
+        ensemble.wait_one_leader(up=rest)
+        load.wait_acks(ACKS, killed_at, "after the leader died")
+    ensemble.start_server(leader)
+    ensemble.wait_one_leader(up=[1, 2, 3, 4])
+    check_acked_everywhere(ensemble, load.acked)
+    check_trees_agree(ensemble, "/", [1, 2, 3, 4])
+    text = _dynamic_files_agree(ensemble, [1, 2, 3, 4])
+    assert [line.split("=")[0] for line in text.splitlines()] == [
+        f"server.{s}" for s in (1, 2, 3, 4)]

@@ -618,7 +618,7 @@ def start_server(sid: int, directory: Path, timeout_s: float, kind: str | None) 
 
 
 _AUTH_OPTION = click.option(
-    "--auth", required=True, metavar="USER:PASSWORD",
+    "--auth", metavar="USER:PASSWORD",
     help="A digest identity reconfig accepts: the super user of "
     "DigestAuthenticationProvider.superDigest (set it with --set at `start`).")
 
@@ -647,12 +647,17 @@ def _reconfig(ens: Ensemble, sids: list[int], auth: str, **change) -> bytes:
 @_AUTH_OPTION
 @click.option("--observer", is_flag=True, help="Add it as an observer, not a participant.")
 @click.option("--kind", type=click.Choice(KINDS), default="zkcompat", show_default=True)
+@click.option("--static", is_flag=True,
+              help="No reconfig: only start it, for a rolling restart that changes the "
+              "membership (give the others its server.SID line and restart them one by one).")
 @click.option("--timeout", "timeout_s", type=float, default=START_TIMEOUT_S, hidden=True)
-def add(sid: int, directory: Path, auth: str, observer: bool, kind: str,
-        timeout_s: float) -> None:
+def add(sid: int, directory: Path, auth: str | None, observer: bool, kind: str,
+        static: bool, timeout_s: float) -> None:
     """Add server SID to a running ensemble with reconfigEnabled=true: start it with a
     config that names the ensemble and itself, wait until it follows (as a non-voting
     participant, or an observer), then `reconfig -add` it. Prints the new config."""
+    if auth is None and not static:
+        raise click.UsageError("--auth USER:PASSWORD is needed to reconfig (or --static)")
     directory = _absolute(directory)
     ens = _require_state(directory)
     if sid in ens.members:
@@ -670,6 +675,9 @@ def add(sid: int, directory: Path, auth: str, observer: bool, kind: str,
     m.pid = _spawn(m.kind, m)
     save_state(directory, ens)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
+    if static:
+        click.echo(f"server.{sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
+        return
     role = "observer" if observer else "participant"
     spec = f"server.{sid}={m.host}:{m.quorum_port}:{m.election_port}:{role};{m.address}"
     data = _reconfig(ens, others, auth, joining=spec, leaving=None, new_members=None)
@@ -680,9 +688,11 @@ def add(sid: int, directory: Path, auth: str, observer: bool, kind: str,
 @click.argument("sid", type=int)
 @_DIR_OPTION
 @_AUTH_OPTION
-def remove(sid: int, directory: Path, auth: str) -> None:
+def remove(sid: int, directory: Path, auth: str | None) -> None:
     """`reconfig -remove` server SID (the leader too: another takes over), then stop it
     and forget it; its data stays in DIR/SID. Prints the new config."""
+    if auth is None:
+        raise click.UsageError("--auth USER:PASSWORD is needed to reconfig")
     directory = _absolute(directory)
     ens = _require_state(directory)
     m = _member(ens, sid)
