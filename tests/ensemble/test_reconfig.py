@@ -416,3 +416,60 @@ def test_zookeeper_4352_a_server_added_while_the_leader_changes_has_every_write(
     text = _dynamic_files_agree(ensemble, [1, 2, 3, 4])
     assert [line.split("=")[0] for line in text.splitlines()] == [
         f"server.{s}" for s in (1, 2, 3, 4)]
+
+
+def _java_admin_transcript(ensemble, classes) -> list[str]:
+    import subprocess
+
+    from tests.security.java_client import SLF4J_NOP_JAR, ZOOKEEPER_JAR
+
+    m1 = ensemble.member(1)
+    spec = f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};127.0.0.1:{m1.client_port}"
+    everyone = ",".join(ensemble.address(s) for s in ensemble.sids)
+    done = subprocess.run(
+        ["java", "-Xshare:auto", "-XX:+UseSerialGC", "-cp",
+         f"{classes}:{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}", "ReconfigAdmin", ensemble.address(1),
+         everyone, spec], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    words = {}
+    for sid, m in ensemble.members().items():
+        words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
+                      str(m.client_port): f"C{sid}"})
+    out = []
+    for line in done.stdout.splitlines():
+        for port, word in words.items():
+            line = line.replace(port, word)
+        out.append(line)
+    return out
+
+
+def test_java_zookeeper_admin_scenario_prints_as_against_zookeeper(ensemble, tmp_path):
+    """The Java client's ZooKeeperAdmin (getConfig with its watch, reconfigure: remove, add
+    from a version, a stale version, a whole membership, a bad one) and a client's
+    updateServerList, against a ZooKeeper 3.8 ensemble and a zkcompat one."""
+    import subprocess
+
+    from tests.security.java_client import ZOOKEEPER_JAR
+
+    classes = tmp_path / "classes"
+    classes.mkdir()
+    source = Path(__file__).parent / "java" / "ReconfigAdmin.java"
+    done = subprocess.run(["javac", "-d", str(classes), "-cp", str(ZOOKEEPER_JAR),
+                           str(source)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    transcripts = {}
+    for kind in ("zookeeper", "zkcompat"):
+        e = type(ensemble)(tmp_path / kind)
+        try:
+            e.start(3, kind=kind, settings={**FAST, **SUPER})
+            e.wait_one_leader()
+            transcripts[kind] = _java_admin_transcript(e, classes)
+        finally:
+            e.close()
+    assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
+        difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
+                             "zkcompat", lineterm=""))
+    text = "\n".join(transcripts["zkcompat"])
+    assert "watch: NodeDataChanged /zookeeper/config" in text
+    assert "stale fromConfig: BADVERSION" in text
+    assert "updateServerList: same session true, its ephemeral true" in text
