@@ -138,7 +138,13 @@ public final class MigrationWatcher implements Watcher {
         w.zk.create(args[2], new byte[0], Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL);
         System.out.println("session 0x" + Long.toHexString(w.zk.getSessionId()));
         w.arm();
-        while (System.in.read() >= 0) { }
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.startsWith("hosts ")) {  // the servers changed: updateServerList
+                w.zk.updateServerList(line.substring(6));
+                System.out.println("hosts updated");
+            }
+        }
         Stat eph = w.zk.exists(args[2], false);
         System.out.println("ephemeral 0x" + (eph == null ? "none" : Long.toHexString(eph.getEphemeralOwner())));
         System.out.println("session 0x" + Long.toHexString(w.zk.getSessionId()));
@@ -317,6 +323,13 @@ class JavaWatcher:
         self.proc.wait(timeout=JAVA_FINISH_TIMEOUT_S)
         self.reader.join(timeout=10)
         return list(self.lines)
+
+    def update_hosts(self, hosts: str) -> None:
+        """ZooKeeper.updateServerList: the client may move its session at once."""
+        self.proc.stdin.write(f"hosts {hosts}\n")
+        self.proc.stdin.flush()
+        wait_for(lambda: "hosts updated" in self.lines, JAVA_START_TIMEOUT_S,
+                 "the Java watcher's updateServerList")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -680,18 +693,95 @@ def roll(ensemble: Ensemble, world: World, kind: str, prepare: Prepare | None,
     return steps
 
 
+# -- migration (b): add the new servers by reconfig, then remove the old ones ----------------
+
+# Reconfig is on in both kinds, with the super user kazoo's tests use (super:test).
+RECONFIG_SETTINGS = {**SETTINGS, "reconfigEnabled": "true",
+                     "DigestAuthenticationProvider.superDigest":
+                         "super:D/InIHSb7yEEbrWz8b9l71RjZJU="}
+SUPER_AUTH = "super:test"
+
+
+def point_clients(ensemble: Ensemble, world: World) -> None:
+    """What the runbook has operators do once the new servers are in: every client's host
+    list names every member (kazoo's set_hosts, the Java client's updateServerList)."""
+    hosts = ",".join(ensemble.address(s) for s in ensemble.sids)
+    clients = [world.checker, *(w.client for w in world.writers),
+               *(s.client for s in world.sessions)]
+    for client in {id(c): c for c in clients}.values():
+        client.set_hosts(hosts)
+    world.java.update_hosts(hosts)
+
+
+def reconfig_step(ensemble: Ensemble, world: World, action: str, sid: int,
+                  kind: str) -> Step:
+    """`ensemble add SID` (start it, then reconfig -add) or `ensemble remove SID`
+    (reconfig -remove, then stop it), timed as replace() times a step."""
+    adding = action == "add"
+    role = "new" if adding else ensemble.mode(sid)
+    was = "-" if adding else ensemble.member(sid).kind
+    offsets = {s: ensemble.log_size(s) for s in ensemble.sids}
+    started = time.monotonic()
+    if adding:
+        ensemble.run("add", str(sid), "--auth", SUPER_AUTH, "--kind", kind)
+    else:
+        ensemble.run("remove", str(sid), "--auth", SUPER_AUTH)
+    done = time.monotonic()
+    if adding:
+        _assert_runs(ensemble, sid, kind)
+    world.wait_writers_back(done)
+    back = time.monotonic()
+    gap, writer_gap = world.gaps(started, back)
+    sync = _sync_mode(ensemble, sid, offsets) if adding else "-"
+    return Step(sid, role, was, kind if adding else "removed", 0.0, 0.0, done - started,
+                back - started, gap, writer_gap, sync)
+
+
+def move_by_reconfig(ensemble: Ensemble, world: World, kind: str, label: str) -> list[Step]:
+    """As many servers of `kind` as there are members, added one by one under new sids;
+    the clients pointed at everyone; then the old members removed, followers first and
+    the leader last. The checks after each step."""
+    old = list(ensemble.sids)
+    steps = []
+    for sid in range(max(old) + 1, max(old) + 1 + len(old)):
+        steps.append(reconfig_step(ensemble, world, "add", sid, kind))
+        print(f"{label}: {steps[-1].line()}")
+        world.check(f"{label}, after adding server.{sid}")
+    point_clients(ensemble, world)
+    todo = set(old)
+    while todo:
+        leader = ensemble.wait_one_leader()
+        followers = sorted(todo - {leader})
+        sid = followers[0] if followers else leader
+        steps.append(reconfig_step(ensemble, world, "remove", sid, kind))
+        todo.discard(sid)
+        print(f"{label}: {steps[-1].line()}")
+        ensemble.wait_one_leader(timeout_s=ELECTION_TIMEOUT_S + COMMAND_SLACK_S)
+        world.check(f"{label}, after removing server.{sid}")
+    assert {ensemble.member(s).kind for s in ensemble.sids} == {kind}
+    print(f"{label}: {len(steps)} steps in {sum(s.writers_back_s for s in steps):.1f}s; "
+          f"longest gap {max(s.gap_s for s in steps):.2f}s, one writer's "
+          f"{max(s.writer_gap_s for s in steps):.2f}s; {world.acked.count()} writes "
+          "acknowledged")
+    return steps
+
+
 def _run(ensemble: Ensemble, java_watcher: Path, start_kind: str,
-         *rolls: tuple[str, Prepare | None, str, bool]) -> list[Step]:
+         *rolls: tuple[str, Prepare | None, str, bool], settings: dict = SETTINGS,
+         moves: tuple[tuple[str, str], ...] = ()) -> list[Step]:
     """Start an ensemble of start_kind, put the world on it, then each (kind, prepare,
-    label, check_each) roll in turn, under the same load, sessions, lock and watchers."""
-    ensemble.start(3, kind=start_kind, settings=SETTINGS)
+    label, check_each) roll in turn, or each (kind, label) move by reconfig, under the same
+    load, sessions, lock and watchers."""
+    ensemble.start(3, kind=start_kind, settings=settings)
     ensemble.wait_one_leader()
     world = World(ensemble, java_watcher)
     try:
         world.start()
-        world.check(f"{rolls[0][2]}, before")
+        world.check(f"{(rolls or moves)[0][-1 if moves else 2]}, before")
         steps = [s for kind, prepare, label, check_each in rolls
                  for s in roll(ensemble, world, kind, prepare, label, check_each)]
+        steps += [s for kind, label in moves
+                  for s in move_by_reconfig(ensemble, world, kind, label)]
         world.finish()
         return steps
     finally:
@@ -728,3 +818,16 @@ def test_zookeeper_rolling_restart_baseline(ensemble, java_watcher):
     """The same loop on ZooKeeper alone, each server restarted on its own data: the gaps
     a ZooKeeper operator already lives with."""
     _run(ensemble, java_watcher, "zookeeper", ("zookeeper", None, "ZooKeeper restart", True))
+
+
+@pytest.mark.timeout(600)
+def test_migrate_by_reconfig_and_back(ensemble, java_watcher):
+    """Migration (b): a loaded ZooKeeper 3.8 ensemble with reconfig on gains three zkcompat
+    servers by reconfig, its clients are pointed at all six, and its ZooKeeper servers are
+    removed by reconfig, the leader last; then the way back, three ZooKeeper servers added
+    and the zkcompat ones removed. No acknowledged write lost, no session expired, every
+    watch event, the lock held, the trees equal after every step."""
+    steps = _run(ensemble, java_watcher, "zookeeper", settings=RECONFIG_SETTINGS,
+                 moves=(("zkcompat", "migrate by reconfig"),
+                        ("zookeeper", "back by reconfig")))
+    assert [s.sid for s in steps if s.now != "removed"] == [4, 5, 6, 7, 8, 9]
