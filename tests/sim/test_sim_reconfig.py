@@ -45,3 +45,20 @@ def test_the_leader_is_removed_and_a_change_is_refused_in_these_seeds():
             if "refused NEWCONFIGNOQUORUM" in line:
                 refused = True
     assert removed_leader and refused
+
+
+@pytest.mark.parametrize("bug, servers, message", [
+    ("reconfig_old_quorum_only", 5, "committed config"),
+    ("config_activated_before_commit", 3, "before applying its txn"),
+])
+def test_the_injected_reconfig_bugs_are_caught(bug, servers, message):
+    """A reconfig committed once the old config's quorum has it (not the new one's too),
+    and a config a learner takes on at the reconfig's PROPOSAL rather than its commit: the
+    checks report each within the first seeds, and the same seeds pass with the bug off,
+    so it is the bug they see."""
+    seeds = range(1, 13)
+    caught = next((s for s in seeds if any(message in f for f in run_seed(
+        s, servers, profile="reconfig", bug=bug).failures)), None)
+    assert caught is not None, f"seeds {list(seeds)} with {bug} and nothing caught"
+    control = run_seed(caught, servers, profile="reconfig")
+    assert control.ok, control.failures

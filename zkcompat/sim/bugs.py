@@ -8,6 +8,7 @@ are given instead of the real ones (roles_with).
 from __future__ import annotations
 
 from zkcompat.jute.constants import OpCode
+from zkcompat.jute.quorum import PacketType as P
 from zkcompat.zab.leader import Leader
 from zkcompat.zab.learner import Learner
 from zkcompat.zab.peer import Effects
@@ -63,9 +64,10 @@ class ConfigActivatedBeforeCommit(Learner):
     """The learner switches to a reconfig's config as its PROPOSAL arrives, not at its
     COMMITANDACTIVATE: a reconfig that never commits still moves it."""
 
-    def _on_proposal(self, pkt) -> Effects:
-        fx = super()._on_proposal(pkt)
-        if fx.persist and fx.persist[-1].hdr.type == OpCode.RECONFIG and self.reconfig_enabled:
+    def step(self, pkt, snap_tree=None) -> Effects:
+        fx = super().step(pkt, snap_tree)
+        if (pkt.type == P.PROPOSAL and fx.persist and self.reconfig_enabled
+                and fx.persist[-1].hdr.type == OpCode.RECONFIG):
             self.membership = self.last_seen
             fx.activate = (self.membership, None)
         return fx

@@ -133,6 +133,25 @@ class Cluster:
         if other != server.host:
             self.fail(f"two leaders in epoch {epoch}: {other} and {server.host}")
 
+    def observe_activation(self, server, new, leading: bool) -> None:
+        """A config becomes committed in a term only once its reconfig txn is (a config of
+        an epoch's NEWLEADER, counter 0, has no txn of its own): applied on that server
+        first, and, on the leader, durable on a quorum of the new config's voters (every
+        txn from the reconfig on needs both quorums)."""
+        zxid = new.version
+        if not zxid & 0xFFFFFFFF:
+            return
+        tree = server.tree
+        if tree is not None and tree.last_processed_zxid < zxid:
+            self.fail(f"{server.host} activated config 0x{zxid:x} before applying its txn "
+                      f"(applied up to 0x{tree.last_processed_zxid:x})")
+        if leading:
+            durable = [sid for sid in new.voters
+                       if zxid in self.servers_by_sid[sid].disk.entries]
+            if not new.contains_quorum(durable):
+                self.fail(f"{server.host} committed config 0x{zxid:x} with only "
+                          f"{sorted(durable)} of its voters {sorted(new.voters)} holding it")
+
     def on_crash(self, server) -> None:
         pass
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from zkcompat.config import Config, QuorumServer
+from zkcompat.jute.election import ServerState
 from zkcompat.peer import roles
 from zkcompat.peer.quorum_peer import QuorumPeer
 from zkcompat.server.connection import Connection
@@ -108,6 +109,13 @@ class SimQuorumPeer(QuorumPeer):
                          dynamic_config=SimDynamicConfig(datadir.disk, config.server_id))
         self.leader_class, self.learner_class = roles_with(bug)
         self.sim: SimServer | None = None
+
+    def activate(self, new, designated) -> bool:
+        """QuorumPeer.activate, after the cluster saw it happen (its checks of when a
+        config may become the committed one)."""
+        if new.version > self.membership.version and self.state != ServerState.LOOKING:
+            self.sim.cluster.observe_activation(self.sim, new, self.state == ServerState.LEADING)
+        return super().activate(new, designated)
 
     def install(self, what, pipeline: Pipeline) -> None:
         """QuorumPeer.install, and the history the new tree stands for (what the checks
