@@ -473,3 +473,59 @@ def test_java_zookeeper_admin_scenario_prints_as_against_zookeeper(ensemble, tmp
     assert "watch: NodeDataChanged /zookeeper/config" in text
     assert "stale fromConfig: BADVERSION" in text
     assert "updateServerList: same session true, its ephemeral true" in text
+
+
+def test_an_observer_joins_is_promoted_and_demoted(ensemble):
+    """`ensemble add 4 --observer`: it observes, and reconfig makes it an observer of the
+    config (INFORMANDACTIVATE); a reconfig that names it a participant makes it vote (its
+    role changes: it looks again and follows); another makes it an observer again."""
+    ensemble.start(3, settings={**FAST, **SUPER})
+    ensemble.wait_one_leader()
+    out = ensemble.run("add", "4", "--observer", "--auth", "super:test")
+    assert re.search(r"^server\.4=\S+:observer;", out, re.M), out
+    ensemble.wait_modes(lambda m: m.get(4) == "observer", "server.4 observes")
+    m4 = ensemble.member(4)
+    spec = (f"server.4={m4.host}:{m4.quorum_port}:{m4.election_port}:{{}};"
+            f"{m4.host}:{m4.client_port}")
+    admin = _super_client(ensemble, 1)
+    try:
+        data, _ = admin.reconfig(joining=spec.format("participant"), leaving=None,
+                                 new_members=None)
+        assert f"{spec.format('participant')}" in data.decode()
+        ensemble.wait_one_leader(up=[1, 2, 3, 4])
+        admin.create("/while-4-votes", b"x")
+        data, _ = admin.reconfig(joining=spec.format("observer"), leaving=None,
+                                 new_members=None)
+        assert f"{spec.format('observer')}" in data.decode()
+    finally:
+        close_client(admin)
+    ensemble.wait_modes(lambda m: m.get(4) == "observer", "server.4 observes again")
+    ensemble.wait_one_leader(up=[1, 2, 3])
+    check_trees_agree(ensemble, "/", [1, 2, 3, 4])
+    _dynamic_files_agree(ensemble, [1, 2, 3, 4])
+
+
+def test_an_ensemble_of_one_with_standalone_disabled_grows_again(ensemble):
+    """standaloneEnabled=false: a config of one voter is allowed; the last server leads
+    alone (a restart too), and servers added by reconfig make it an ensemble of three."""
+    ensemble.start(3, settings={**FAST, **SUPER, "standaloneEnabled": "false"})
+    leader = ensemble.wait_one_leader()
+    others = [s for s in ensemble.sids if s != leader]
+    for sid in others:
+        ensemble.run("remove", str(sid), "--auth", "super:test")
+    assert ensemble.sids == [leader]
+    ensemble.stop_server(leader)
+    ensemble.start_server(leader)
+    ensemble.wait_modes(lambda m: m.get(leader) == "leader", f"server.{leader} leads alone")
+    client = ensemble.client_on(leader)
+    try:
+        client.create("/alone", b"x")
+        assert _lines(client.get("/zookeeper/config")[0])[0].startswith(f"server.{leader}=")
+    finally:
+        close_client(client)
+    for sid in (4, 5):
+        ensemble.run("add", str(sid), "--auth", "super:test")
+    ensemble.wait_one_leader(up=[leader, 4, 5])
+    check_trees_agree(ensemble, "/", [leader, 4, 5])
+    text = _dynamic_files_agree(ensemble, [leader, 4, 5])
+    assert len(text.splitlines()) == 3
