@@ -42,6 +42,20 @@ log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
 log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} - %-5p [%t:%C{{1}}@%L] - %m%n
 """
 
+# Curator's classpath: Debian's libcurator-*-java 5.4 and libzookeeper-java 3.8
+# (scripts/install-zookeeper). Guava 31 in Debian bundles failureaccess; slf4j-nop keeps
+# stderr readable. test_curator.py and tests/ensemble/test_reconfig.py compile against it.
+CLASSPATH_JARS = (
+    "curator-recipes.jar",
+    "curator-framework.jar",
+    "curator-client.jar",
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "guava.jar",
+    "slf4j-api.jar",
+    "slf4j-nop.jar",
+)
+
 
 class ServerStartError(RuntimeError):
     """A server process did not come up; the message carries its log tail."""

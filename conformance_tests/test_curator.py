@@ -24,24 +24,11 @@ from pathlib import Path
 import pytest
 
 from .harness import close_admin_clients
-from .servers import ServerProcess, start_zkcompat
+from .servers import CLASSPATH_JARS, JAVA_SHARE, ServerProcess, start_zkcompat
 from .test_scenarios_api39_extended import EXTENDED_CFG, start_extended_zookeeper
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "curator" / "CuratorExercise.java"
 MAIN_CLASS = "CuratorExercise"
-JAVA_SHARE = Path("/usr/share/java")
-# Debian's libcurator-*-java 5.4 and libzookeeper-java 3.8 (scripts/install-zookeeper).
-# Guava 31 in Debian bundles failureaccess; slf4j-nop keeps stderr readable.
-CLASSPATH_JARS = (
-    "curator-recipes.jar",
-    "curator-framework.jar",
-    "curator-client.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-    "slf4j-nop.jar",
-)
 COMPILE_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 75  # the program gives up on its own after 50 s
 SELFTEST = os.environ.get("CONFORMANCE_SELFTEST", "") not in ("", "0")

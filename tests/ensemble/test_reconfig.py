@@ -529,3 +529,50 @@ def test_an_ensemble_of_one_with_standalone_disabled_grows_again(ensemble):
     check_trees_agree(ensemble, "/", [leader, 4, 5])
     text = _dynamic_files_agree(ensemble, [leader, 4, 5])
     assert len(text.splitlines()) == 3
+
+
+def test_curator_reconfig_api_prints_as_against_zookeeper(ensemble, tmp_path):
+    """Curator 5.4's getConfig and reconfig (leaving, joining from a version, a stale
+    version, withNewMembers) against a ZooKeeper 3.8 ensemble and a zkcompat one."""
+    import subprocess
+
+    from conformance_tests.servers import CLASSPATH_JARS, JAVA_SHARE
+
+    classpath = ":".join(str(JAVA_SHARE / jar) for jar in CLASSPATH_JARS)
+    classes = tmp_path / "classes"
+    classes.mkdir()
+    source = Path(__file__).parent / "java" / "CuratorReconfig.java"
+    done = subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    transcripts = {}
+    for kind in ("zookeeper", "zkcompat"):
+        e = type(ensemble)(tmp_path / kind)
+        try:
+            e.start(3, kind=kind, settings={**FAST, **SUPER})
+            e.wait_one_leader()
+            m1 = e.member(1)
+            spec = (f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};"
+                    f"127.0.0.1:{m1.client_port}")
+            run = subprocess.run(["java", "-Xshare:auto", "-XX:+UseSerialGC", "-cp",
+                                  f"{classes}:{classpath}", "CuratorReconfig",
+                                  ",".join(e.address(s) for s in e.sids), spec],
+                                 capture_output=True, text=True, timeout=120)
+            assert run.returncode == 0, run.stdout + run.stderr
+            words = {}
+            for sid, m in e.members().items():
+                words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
+                              str(m.client_port): f"C{sid}"})
+            lines = []
+            for line in run.stdout.splitlines():
+                for port, word in words.items():
+                    line = line.replace(port, word)
+                lines.append(line)
+            transcripts[kind] = lines
+        finally:
+            e.close()
+    assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
+        difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
+                             "zkcompat", lineterm=""))
+    assert "stale fromConfig: BADVERSION" in transcripts["zkcompat"]
+    assert len(transcripts["zkcompat"]) == 5
