@@ -247,41 +247,15 @@ config -c
 """
 
 
-def _zkcli_transcript(ensemble, tmp_path, shell: bool = False) -> list[str]:
-    """One scripted zkCli.sh (or `zkcompat shell`) session as super against this ensemble,
-    with each server's ports, and config versions, put in words (they differ between two
-    ensembles)."""
-    from conformance_tests.test_zkcli import run_zkcli
-    from tests.shell.test_compare_zkcli import run_shell, transcript_39
-
-    words = {}
-    for sid, m in ensemble.members().items():
-        words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
-                      str(m.client_port): f"C{sid}"})
+def _server1_spec(ensemble) -> str:
     m1 = ensemble.member(1)
-    add1 = f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};127.0.0.1:{m1.client_port}"
-    members = ",".join(
-        f"server.{sid}=127.0.0.1:{m.quorum_port}:{m.election_port}:participant;"
-        f"127.0.0.1:{m.client_port}" for sid, m in sorted(ensemble.members().items()))
-    script = "addauth digest super:test\n" + ZKCLI_SCRIPT.format(add1=add1, members=members)
-    if shell:
-        transcript, _ = run_shell(ensemble.address(3), script)
-    else:
-        transcript, _ = run_zkcli(ensemble.address(3), script, tmp_path)
-        transcript = transcript_39(transcript)
-    out = []
-    for line in transcript:
-        for port, word in words.items():
-            line = line.replace(port, word)
-        out.append(re.sub(r"version=[0-9a-f]+|^[0-9a-f]{9,} ", "version=V ", line))
-    return out
+    return f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};127.0.0.1:{m1.client_port}"
 
 
-@pytest.mark.parametrize("tool", ["zkCli.sh", "zkcompat shell"])
-def test_zkcli_reconfig_and_config_print_as_against_zookeeper(ensemble, tmp_path, tool):
-    """zkCli.sh's config and reconfig (-add, -remove, -members, -v, and its own errors),
-    the same session against a ZooKeeper 3.8 ensemble and, by zkCli.sh or by zkcompat's own
-    shell, against a zkcompat one (3.8's transcript as 3.9 prints it)."""
+def _side_by_side(ensemble, tmp_path, run) -> dict[str, list[str]]:
+    """run(ensemble, directory) -> output lines, on a ZooKeeper 3.8 ensemble and then a
+    zkcompat one (reconfig on, super:test), each server's ports put in words (Q1, E1, C1:
+    they differ between the two); the two transcripts must be equal."""
     transcripts = {}
     for kind in ("zookeeper", "zkcompat"):
         directory = tmp_path / kind
@@ -290,13 +264,51 @@ def test_zkcli_reconfig_and_config_print_as_against_zookeeper(ensemble, tmp_path
         try:
             e.start(3, kind=kind, settings={**FAST, **SUPER})
             e.wait_one_leader()
-            shell = kind == "zkcompat" and tool == "zkcompat shell"
-            transcripts[kind] = _zkcli_transcript(e, directory, shell)
+            words = {}
+            for sid, m in e.members().items():
+                words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
+                              str(m.client_port): f"C{sid}"})
+            lines = []
+            for line in run(e, directory):
+                for port, word in words.items():
+                    line = line.replace(port, word)
+                lines.append(line)
+            transcripts[kind] = lines
         finally:
             e.close()
     assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
         difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
                              "zkcompat", lineterm=""))
+    return transcripts
+
+
+def _zkcli_transcript(ensemble, tmp_path, shell: bool = False) -> list[str]:
+    """One scripted zkCli.sh (or `zkcompat shell`) session as super against this ensemble,
+    config versions put in words (they may differ between two ensembles)."""
+    from conformance_tests.test_zkcli import run_zkcli
+    from tests.shell.test_compare_zkcli import run_shell, transcript_39
+
+    members = ",".join(
+        f"server.{sid}=127.0.0.1:{m.quorum_port}:{m.election_port}:participant;"
+        f"127.0.0.1:{m.client_port}" for sid, m in sorted(ensemble.members().items()))
+    script = "addauth digest super:test\n" + ZKCLI_SCRIPT.format(add1=_server1_spec(ensemble),
+                                                                 members=members)
+    if shell:
+        transcript, _ = run_shell(ensemble.address(3), script)
+    else:
+        transcript, _ = run_zkcli(ensemble.address(3), script, tmp_path)
+        transcript = transcript_39(transcript)
+    return [re.sub(r"version=[0-9a-f]+|^[0-9a-f]{9,} ", "version=V ", line)
+            for line in transcript]
+
+
+@pytest.mark.parametrize("tool", ["zkCli.sh", "zkcompat shell"])
+def test_zkcli_reconfig_and_config_print_as_against_zookeeper(ensemble, tmp_path, tool):
+    """zkCli.sh's config and reconfig (-add, -remove, -members, -v, and its own errors),
+    the same session against a ZooKeeper 3.8 ensemble and, by zkCli.sh or by zkcompat's own
+    shell, against a zkcompat one (3.8's transcript as 3.9 prints it)."""
+    transcripts = _side_by_side(ensemble, tmp_path, lambda e, d: _zkcli_transcript(
+        e, d, e.member(1).kind == "zkcompat" and tool == "zkcompat shell"))
     assert sum("Committed new configuration:" in line for line in transcripts["zkcompat"]) == 4
 
 
@@ -423,24 +435,13 @@ def _java_admin_transcript(ensemble, classes) -> list[str]:
 
     from tests.security.java_client import SLF4J_NOP_JAR, ZOOKEEPER_JAR
 
-    m1 = ensemble.member(1)
-    spec = f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};127.0.0.1:{m1.client_port}"
     everyone = ",".join(ensemble.address(s) for s in ensemble.sids)
     done = subprocess.run(
         ["java", "-Xshare:auto", "-XX:+UseSerialGC", "-cp",
          f"{classes}:{ZOOKEEPER_JAR}:{SLF4J_NOP_JAR}", "ReconfigAdmin", ensemble.address(1),
-         everyone, spec], capture_output=True, text=True, timeout=120)
+         everyone, _server1_spec(ensemble)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    words = {}
-    for sid, m in ensemble.members().items():
-        words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
-                      str(m.client_port): f"C{sid}"})
-    out = []
-    for line in done.stdout.splitlines():
-        for port, word in words.items():
-            line = line.replace(port, word)
-        out.append(line)
-    return out
+    return done.stdout.splitlines()
 
 
 def test_java_zookeeper_admin_scenario_prints_as_against_zookeeper(ensemble, tmp_path):
@@ -457,18 +458,8 @@ def test_java_zookeeper_admin_scenario_prints_as_against_zookeeper(ensemble, tmp
     done = subprocess.run(["javac", "-d", str(classes), "-cp", str(ZOOKEEPER_JAR),
                            str(source)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    transcripts = {}
-    for kind in ("zookeeper", "zkcompat"):
-        e = type(ensemble)(tmp_path / kind)
-        try:
-            e.start(3, kind=kind, settings={**FAST, **SUPER})
-            e.wait_one_leader()
-            transcripts[kind] = _java_admin_transcript(e, classes)
-        finally:
-            e.close()
-    assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
-        difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
-                             "zkcompat", lineterm=""))
+    transcripts = _side_by_side(ensemble, tmp_path,
+                                lambda e, d: _java_admin_transcript(e, classes))
     text = "\n".join(transcripts["zkcompat"])
     assert "watch: NodeDataChanged /zookeeper/config" in text
     assert "stale fromConfig: BADVERSION" in text
@@ -545,34 +536,15 @@ def test_curator_reconfig_api_prints_as_against_zookeeper(ensemble, tmp_path):
     done = subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    transcripts = {}
-    for kind in ("zookeeper", "zkcompat"):
-        e = type(ensemble)(tmp_path / kind)
-        try:
-            e.start(3, kind=kind, settings={**FAST, **SUPER})
-            e.wait_one_leader()
-            m1 = e.member(1)
-            spec = (f"server.1=127.0.0.1:{m1.quorum_port}:{m1.election_port};"
-                    f"127.0.0.1:{m1.client_port}")
-            run = subprocess.run(["java", "-Xshare:auto", "-XX:+UseSerialGC", "-cp",
-                                  f"{classes}:{classpath}", "CuratorReconfig",
-                                  ",".join(e.address(s) for s in e.sids), spec],
-                                 capture_output=True, text=True, timeout=120)
-            assert run.returncode == 0, run.stdout + run.stderr
-            words = {}
-            for sid, m in e.members().items():
-                words.update({str(m.quorum_port): f"Q{sid}", str(m.election_port): f"E{sid}",
-                              str(m.client_port): f"C{sid}"})
-            lines = []
-            for line in run.stdout.splitlines():
-                for port, word in words.items():
-                    line = line.replace(port, word)
-                lines.append(line)
-            transcripts[kind] = lines
-        finally:
-            e.close()
-    assert transcripts["zkcompat"] == transcripts["zookeeper"], "\n".join(
-        difflib.unified_diff(transcripts["zookeeper"], transcripts["zkcompat"], "zookeeper",
-                             "zkcompat", lineterm=""))
+
+    def run(e, directory) -> list[str]:
+        done = subprocess.run(["java", "-Xshare:auto", "-XX:+UseSerialGC", "-cp",
+                               f"{classes}:{classpath}", "CuratorReconfig",
+                               ",".join(e.address(s) for s in e.sids), _server1_spec(e)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.splitlines()
+
+    transcripts = _side_by_side(ensemble, tmp_path, run)
     assert "stale fromConfig: BADVERSION" in transcripts["zkcompat"]
     assert len(transcripts["zkcompat"]) == 5

@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
-from zkcompat.jute.framing import FrameReader, frame
 from zkcompat.sim import checks
 from zkcompat.sim.bugs import BUGS
-from zkcompat.sim.clients import OPEN_ACL, SESSION_TIMEOUT_MS, SETUP_PATHS, SimClient
+from zkcompat.sim.clients import OPEN_ACL, SETUP_PATHS, BareSession, SimClient
 from zkcompat.sim.history import HistoryRecorder
 from zkcompat.sim.locks import check_acquisitions, check_fencing
 from zkcompat.sim.loop import Deadlock, Node, VirtualLoop, run_virtual, teardown
 from zkcompat.sim.nemesis import PROFILES, Nemesis, plan
 from zkcompat.sim.network import SimNetwork
-from zkcompat.sim.server import CLIENT_PORT, SimServer
+from zkcompat.sim.server import SimServer
 from zkcompat.sim.watchlog import check_watches
 
 DURATION_S = 15.0
@@ -272,50 +271,25 @@ class Cluster:
 
 async def _setup_via(host: str) -> bool:
     """A bare session that creates SETUP_PATHS (NODEEXISTS counts as done)."""
-    loop = asyncio.get_running_loop()
-    replies: asyncio.Queue = asyncio.Queue()
-
-    class Proto(asyncio.Protocol):
-        def __init__(self):
-            self.reader = FrameReader(1 << 20)
-
-        def data_received(self, data):
-            for f in self.reader.feed(data):
-                replies.put_nowait(bytes(f))
-
-        def connection_lost(self, exc):
-            replies.put_nowait(None)
-
-    try:
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(Proto, host, CLIENT_PORT), 1.0)
-    except (OSError, TimeoutError):
+    session = await BareSession.open(host)
+    if session is None:
         return False
     try:
-        transport.write(frame(r.ConnectRequest(0, 0, SESSION_TIMEOUT_MS, 0, b"\0" * 16,
-                                               False).to_bytes()))
-        if await asyncio.wait_for(replies.get(), 2.0) is None:
-            return False
         for i, path in enumerate(SETUP_PATHS, 1):
-            out = bytearray()
-            r.RequestHeader(i, OpCode.CREATE).encode(out)
-            r.CreateRequest(path, b"", OPEN_ACL, 0).encode(out)
-            transport.write(frame(out))
-            data = await asyncio.wait_for(replies.get(), 2.0)
+            session.send(i, OpCode.CREATE, r.CreateRequest(path, b"", OPEN_ACL, 0))
+            data = await session.reply(2.0)
             if data is None:
                 return False
             err = int.from_bytes(data[12:16], "big", signed=True)
             if err not in (0, -110):  # OK, NODEEXISTS
                 return False
-        out = bytearray()
-        r.RequestHeader(len(SETUP_PATHS) + 1, OpCode.CLOSE_SESSION).encode(out)
-        transport.write(frame(out))
-        await asyncio.wait_for(replies.get(), 2.0)
+        session.send(len(SETUP_PATHS) + 1, OpCode.CLOSE_SESSION)
+        await session.reply(2.0)
         return True
     except TimeoutError:
         return False
     finally:
-        transport.close()
+        session.close()
 
 
 def run_seed(seed: int, servers: int = 3, **options) -> RunResult:

@@ -15,13 +15,11 @@ ends with the same committed config) decide whether it did harm.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
-from zkcompat.jute.framing import FrameReader, frame
-from zkcompat.sim.clients import SESSION_TIMEOUT_MS
+from zkcompat.sim.clients import BareSession
 from zkcompat.sim.server import CLIENT_PORT, ELECTION_PORT, QUORUM_PORT, host_of
 
 SUPER_AUTH = b"super:test"  # the servers' SUPER_DIGEST (sim/server.py)
@@ -79,38 +77,14 @@ async def reconfig_once(cluster, pick: int) -> None:
 
 
 async def _ask(host: str, request) -> str:
-    loop = asyncio.get_running_loop()
-    replies: asyncio.Queue = asyncio.Queue()
-
-    class Proto(asyncio.Protocol):
-        def __init__(self):
-            self.reader = FrameReader(1 << 20)
-
-        def data_received(self, data):
-            for f in self.reader.feed(data):
-                replies.put_nowait(bytes(f))
-
-        def connection_lost(self, exc):
-            replies.put_nowait(None)
-
-    try:
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(Proto, host, CLIENT_PORT), CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError):
+    session = await BareSession.open(host, CONNECT_TIMEOUT_S, REPLY_TIMEOUT_S)
+    if session is None:
         return "no connection"
     try:
-        transport.write(frame(r.ConnectRequest(0, 0, SESSION_TIMEOUT_MS, 0, b"\0" * 16,
-                                               False).to_bytes()))
-        out = bytearray()
-        r.RequestHeader(AUTH_XID, OpCode.AUTH).encode(out)
-        r.AuthPacket(0, "digest", SUPER_AUTH).encode(out)
-        transport.write(frame(out))
-        out = bytearray()
-        r.RequestHeader(1, OpCode.RECONFIG).encode(out)
-        request.encode(out)
-        transport.write(frame(out))
-        for _ in range(3):  # the handshake, the auth, the reconfig
-            data = await asyncio.wait_for(replies.get(), REPLY_TIMEOUT_S)
+        session.send(AUTH_XID, OpCode.AUTH, r.AuthPacket(0, "digest", SUPER_AUTH))
+        session.send(1, OpCode.RECONFIG, request)
+        for _ in range(2):  # the auth, then the reconfig
+            data = await session.reply(REPLY_TIMEOUT_S)
             if data is None:
                 return "unknown: connection lost"
         err = int.from_bytes(data[12:16], "big", signed=True)
@@ -118,4 +92,4 @@ async def _ask(host: str, request) -> str:
     except TimeoutError:
         return "unknown: no reply"
     finally:
-        transport.close()
+        session.close()
