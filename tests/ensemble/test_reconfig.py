@@ -25,6 +25,7 @@ from kazoo.exceptions import (
 )
 
 from .harness import FAST, Load, check_acked_everywhere, check_trees_agree, close_client
+from .test_mixed import _digests_agree
 
 # kazoo's TestReconfig harness: super:test (this is its digest).
 SUPER = {"reconfigEnabled": "true",
@@ -342,6 +343,9 @@ def test_ensemble_add_and_remove_a_server_through_reconfig(ensemble, kinds, join
     finally:
         close_client(client)
     check_trees_agree(ensemble, "/", [1, 2, 3, 4])
+    for sid in (1, 2, 3, 4):  # every learner compared its digest with the leader's: equal
+        if ensemble.mode(sid) != "leader":
+            _digests_agree(ensemble, sid)
 
     out = ensemble.run("remove", "4", "--auth", "super:test")
     assert "server.4=" not in out and "server.3=" in out
