@@ -355,7 +355,11 @@ class Leader:
         if h is None:
             return "snap"
         if peer > committed:
-            return "trunc"
+            # A zxid that only opens an epoch (counter 0) is in no log: a server that led
+            # that epoch and wrote nothing says it. ZooKeeper sends it a SNAP, not a TRUNC
+            # (LearnerHandler.syncFollower's isPeerNewEpochZxid), which a ZooKeeper with no
+            # txn log cannot obey: it exits ("No log files found to truncate").
+            return "snap" if peer & COUNTER_MASK == 0 else "trunc"
         first = h.first_zxid()
         if first is None and self._committed:
             first = self._committed[0].zxid
