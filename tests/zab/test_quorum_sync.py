@@ -244,3 +244,24 @@ def test_on_commits_held_for_a_learner_that_left_are_dropped_with_it():
     assert _to_learner(net, 1) == [] and leader._held
     net.obey(LEADER, leader.gone(1))
     assert not leader._held
+
+
+def test_on_two_syncs_of_one_learner_answered_together_keep_the_commit_between_them():
+    """Learner 1 forwards a sync, a write and a sync; both rounds are confirmed before
+    either txn commits, so both SYNCs go in one batch: it must hear COMMIT, SYNC, COMMIT,
+    SYNC. Two SYNCs together would match its second sync against the write still at the
+    head of its queue."""
+    net = ensemble(quorum_sync=True)
+    leader = net.leader
+    a = txn(leader.next_zxid())
+    net.obey(LEADER, leader.propose([a]))
+    net.obey(LEADER, leader.sync_request(1))
+    b = txn(leader.next_zxid())
+    net.obey(LEADER, leader.propose([b]))
+    net.obey(LEADER, leader.sync_request(1))
+    net.run()  # both rounds confirmed; neither txn durable yet
+    assert _to_learner(net, 1) == []
+    net.make_durable(2)
+    net.make_durable(LEADER)  # `a` and `b` commit together
+    assert _to_learner(net, 1) == [P.COMMIT, P.SYNC, P.COMMIT, P.SYNC]
+    assert not leader._held

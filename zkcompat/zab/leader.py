@@ -560,20 +560,17 @@ class Leader:
         waiting = self._quorum_syncs
         committed = self.last_committed_zxid
         ours = 0
-        answered = []
         while waiting and waiting[0][2] <= self._round_confirmed and waiting[0][1] <= committed:
             sid = waiting.popleft()[0]
             if sid == self.my_sid:
                 ours += 1
-            else:
-                fx.send.append((sid, q.packet(P.SYNC, 0)))
-                answered.append(sid)
+                continue
+            fx.send.append((sid, q.packet(P.SYNC, 0)))
+            if sid in self._held:  # what it held follows this SYNC, up to its next sync
+                gate = next((z for s, z, _ in waiting if s == sid), None)
+                self._release(sid, gate, fx.send)
         if ours:
             fx.synced += ours
-        if answered and self._held:
-            gates = self._sync_gates()
-            for sid in dict.fromkeys(answered):
-                self._release(sid, gates.get(sid), fx.send)
 
     def _sync_gates(self) -> dict[int, int]:
         """Per learner, the zxid of its oldest sync still waiting: the COMMITs it may be sent
