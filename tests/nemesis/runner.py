@@ -566,15 +566,20 @@ def _setup(ens: Ensemble, layout: Layout) -> None:
         close_client(client)
 
 
-def _final_reads(ens: Ensemble, layout: Layout, failures: list[str]
-                 ) -> tuple[list[h.Operation], dict[int, list[str]], int | None]:
+def _final_reads(ens: Ensemble, layout: Layout, failures: list[str], apart: set[int]
+                 ) -> tuple[list[h.Operation], dict[int, list[str] | None], int | None]:
     """On each server alone, once healed: sync, then getData of every key (linearizable
     reads, added to the history: an acknowledged write lost shows there) and the children
     of the queue; and the fenced znode's token (the lowest any server shows). A server
-    that does not answer them is a failure (in `failures`); the others are still read."""
+    that does not answer them is a failure (in `failures`); the others are still read.
+    Servers `apart` are only asked whether they answer (their tree is compared apart)."""
     ops, children, tokens = [], {}, []
     for sid in ens.sids:
         try:
+            if sid in apart:
+                _final_reads_on(ens, sid, layout, {}, [])
+                children[sid] = None  # answered: compared apart
+                continue
             ops += _final_reads_on(ens, sid, layout, children, tokens)
         except (KazooException, KazooTimeoutError) as e:
             failures.append(f"server.{sid} ({ens.member(sid).kind}) did not serve the reads "
@@ -605,22 +610,41 @@ def _final_reads_on(ens: Ensemble, sid: int, layout: Layout, children: dict[int,
     return ops
 
 
-def _replica_checks(rig: Rig, layout: Layout) -> tuple[list[str], list[str]]:
-    """Every server holds the same tree (read through clients, so across kinds); no
-    learner's digest differed from its leader's; zkcompat members' digest logs agree
-    (ZooKeeper's AdminServer, which has them, is not in Debian's package). Failures, and
-    ZooKeeper's own anomalies."""
+def _replica_checks(rig: Rig, layout: Layout, answered: list[int],
+                    broken: set[int]) -> tuple[list[str], list[str]]:
+    """Every server that answered the reads after the heal holds the same tree (read
+    through clients, so across kinds); no learner's digest differed from its leader's;
+    zkcompat members' digest logs agree (ZooKeeper's AdminServer, which has them, is not in
+    Debian's package). A ZooKeeper member whose sync died of ZOOKEEPER-4394 (`broken`) is
+    compared on its own: what it got wrong is ZooKeeper's. Failures, and ZooKeeper's own
+    anomalies."""
     ens = rig.ens
     failures, theirs = [], []
+    healthy = [sid for sid in answered if sid not in broken]
     try:
-        check_trees_agree(ens, layout.root)
+        if healthy:
+            check_trees_agree(ens, layout.root, healthy)
     except (AssertionError, KazooException, KazooTimeoutError) as e:
         failures.append(str(e) or repr(e))
+    for sid in sorted(broken):
+        theirs.append(f"server.{sid} (ZooKeeper) died in Learner.syncWithLeader of "
+                      f"ZOOKEEPER-4394 (NullPointerException) and synced again")
+        if sid not in answered or not healthy:
+            continue
+        try:
+            check_trees_agree(ens, layout.root, [healthy[0], sid])
+        except (AssertionError, KazooException, KazooTimeoutError) as e:
+            theirs.append(f"ZooKeeper's (ZOOKEEPER-4394): {str(e) or repr(e)}")
     members = ens.members()
     stats = {sid: checks.mntr(m.host, m.client_port) for sid, m in members.items()}
     for sid in rig.zookeeper:
         count = stats[sid].get("zk_digest_mismatches_count", "0")
         if count == "0":
+            continue
+        if sid in broken:
+            theirs.append(f"ZooKeeper's (ZOOKEEPER-4394): server.{sid} "
+                          f"zk_digest_mismatches_count {count} after its sync died")
+            stats[sid] = {**stats[sid], "zk_digest_mismatches_count": "0"}
             continue
         try:
             own = _own_snapshot_mismatch(ens.log_since(sid))
@@ -727,17 +751,21 @@ def run_round(rig: Rig, case: str, seed: int, fault_s: float = 6.0,
                             "failed with SessionExpired")
     failures += _crashes(rig)
     operations, seen = recorder.snapshot()
-    final_ops, children, final_token = _final_reads(ens, layout, failures)
+    # A ZooKeeper whose sync died of ZOOKEEPER-4394 may hold a wrong tree: its reads after
+    # the heal are compared apart (_replica_checks), not taken as the ensemble's.
+    broken = mixed.broken_syncs(ens, rig.zookeeper)
+    final_ops, children, final_token = _final_reads(ens, layout, failures, broken)
     history = operations + final_ops
     zookeeper_hosts = {ens.member(sid).host for sid in rig.zookeeper}
     failures += checks.check_client_order(operations)
     ours, theirs = _session_order(seen, zookeeper_hosts)
     failures += ours
     failures += checks.check_sequential_unique(operations)
-    failures += checks.check_acked_present(operations, children, layout.queue)
+    failures += checks.check_acked_present(
+        operations, {sid: c for sid, c in children.items() if c is not None}, layout.queue)
     failures += checks.check_lock_exclusive(recorder.holdings)
     failures += checks.check_fenced_writes(recorder.fenced, final_token)
-    ours, replicas = _replica_checks(rig, layout)
+    ours, replicas = _replica_checks(rig, layout, sorted(children), broken)
     failures += ours
     theirs += replicas
     ours, linear = _linearizable(operations, final_ops, layout, recorder.served_by(), leads,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.nemesis import checks, net, runner
+from tests.nemesis import checks, mixed, net, runner
 from tests.nemesis.workload import FencedWrite, Holding, Layout, Seen
 from zkcompat.jute.constants import Code
 from zkcompat.sim.history import (
@@ -252,3 +252,12 @@ def test_a_session_going_back_on_a_zookeeper_member_is_zookeepers():
     back_on_ours = [seen[1], Seen(1, 7, 3, K, 0x101, False, frozenset({ZKC_HOST}))]
     ours, theirs = runner._session_order(back_on_ours, {ZK_HOST})
     assert len(ours) == 1 and theirs == []
+
+
+def test_a_zookeeper_sync_that_died_of_zookeeper_4394_is_told_apart():
+    npe = ('WARN [QuorumPeer[myid=3]] Exception when following the leader\n'
+           'java.lang.NullPointerException: Cannot read field "hdr" because "pif" is null\n')
+    logs = _Logs({1: "INFO Peer state changed: following - broadcast\n", 2: "", 3: npe},
+                 frozenset({1, 3}))
+    assert mixed.broken_syncs(logs, {1, 3}) == {3}
+    assert mixed.broken_syncs(logs, {1}) == set()  # only ZooKeeper members are asked
