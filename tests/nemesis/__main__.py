@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients-per-server", type=int, default=2)
     parser.add_argument("--mix", choices=list(mixed.MIXES), default=None,
                         help="a mixed ensemble of 3: zk1 or zk2 of its servers are Apache "
-                             "ZooKeeper 3.8 (which ones, the seed chooses); default: all "
-                             "zkcompat. The clock and disk cases are refused; 'all' leaves "
-                             "them out")
+                             "ZooKeeper 3.8 (which ones, the seed chooses); zk3: all of them, "
+                             "ZooKeeper's own baseline; default: all zkcompat. The clock and "
+                             "disk cases are refused; 'all' leaves them out")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where rounds keep their servers, logs and histories "
                              "(default: a temporary folder; passed rounds are removed)")

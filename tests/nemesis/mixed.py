@@ -32,8 +32,9 @@ from zkcompat.sim import history as h
 
 # --mix NAME: how many of the servers are ZooKeeper. Which ones the round's seed chooses
 # (as disk_sid() does), so that over rounds either kind leads first: with every zxid 0,
-# FastLeaderElection picks the highest sid.
-MIXES = {"zk1": 1, "zk2": 2}
+# FastLeaderElection picks the highest sid. zk3 (all ZooKeeper) is the baseline: what
+# ZooKeeper 3.8 shows under the same faults and checks, with no zkcompat in it.
+MIXES = {"zk1": 1, "zk2": 2, "zk3": 3}
 MIXED_SIZES = (3,)
 # The cases a mixed round refuses: each needs a zkcompat-only hook on a server the case
 # picks by its role (the leader's wall clock, one server's data on a fault-injecting disk).
