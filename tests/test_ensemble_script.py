@@ -338,3 +338,27 @@ def test_help_says_which_port_each_server_gets():
     text = " ".join(done.stdout.split())
     assert "--base-port" in text and "client P+K-1, quorum P+N+K-1" in text, done.stdout
     assert "spread: server K alone on 127.0.0.K" in text, done.stdout
+
+
+def test_a_server_not_yet_in_proc_right_after_its_spawn_is_not_taken_for_exited(monkeypatch):
+    """Just after the spawn, /proc/PID/cmdline can be empty while execve loads the program:
+    one poll that does not find the process must not end the wait (a ZooKeeper restarted
+    under load was once reported exited, and then joined)."""
+    member = ensemble_cmd.Member(1, 1, 2, 3, cfg="/x/zoo1.cfg", data_dir="/x/1", pid=42)
+    found = iter([False, True, True])
+    modes = iter([None, None, "follower"])
+    monkeypatch.setattr(ensemble_cmd, "is_ours", lambda pid, cfg: next(found))
+    monkeypatch.setattr(ensemble_cmd, "server_mode", lambda port, host: next(modes))
+    monkeypatch.setattr(ensemble_cmd, "POLL_S", 0.01)
+    assert ensemble_cmd._wait_serving([member], ensemble_cmd.RESTART_MODES, 5.0) == {}
+
+
+def test_a_server_whose_process_is_gone_is_reported_exited_without_waiting(monkeypatch):
+    member = ensemble_cmd.Member(1, 1, 2, 3, cfg="/x/zoo1.cfg", data_dir="/x/1", pid=42)
+    monkeypatch.setattr(ensemble_cmd, "is_ours", lambda pid, cfg: False)
+    monkeypatch.setattr(ensemble_cmd, "server_mode", lambda port, host: None)
+    monkeypatch.setattr(ensemble_cmd, "POLL_S", 0.01)
+    started = time.monotonic()
+    assert ensemble_cmd._wait_serving([member], ensemble_cmd.RESTART_MODES, 60.0) == {
+        1: "process exited"}
+    assert time.monotonic() - started < 5.0

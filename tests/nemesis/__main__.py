@@ -11,6 +11,7 @@ import random
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from . import mixed
@@ -56,9 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     for n in range(args.rounds):
         for case in cases:
             directory = base / f"{case}-{seed}"
-            with spread_ensemble(directory, case, seed, args.servers, args.mix) as rig:
-                outcome = run_round(rig, case, seed, args.fault_seconds,
-                                    args.clients_per_server)
+            try:
+                with spread_ensemble(directory, case, seed, args.servers, args.mix) as rig:
+                    outcome = run_round(rig, case, seed, args.fault_seconds,
+                                        args.clients_per_server)
+            except Exception:  # noqa: BLE001 - one round's error must not end the others
+                failed += 1
+                print(f"{case} seed={seed} ERROR (kept in {directory}):\n"
+                      f"{traceback.format_exc()}", flush=True)
+                seed += 1
+                continue
             outcomes.append(outcome)
             print(outcome.line(), flush=True)
             for anomaly in outcome.zookeeper_anomalies:

@@ -44,6 +44,7 @@ START_TIMEOUT_S = 120.0  # three JVMs electing a leader on a loaded 2-core box
 STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
 GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
 POLL_S = 0.25
+EXITED_POLLS = 2  # polls in a row that find no process before a server counts as exited
 FOUR_LETTER_TIMEOUT_S = 2.0
 # srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
@@ -237,6 +238,10 @@ def _wait_serving(members: list[Member], modes: frozenset[str],
     did not, did not (empty when all serve). Stops early once the rest have exited."""
     pending = {m.sid: m for m in members}
     why = {sid: "no answer to srvr" for sid in pending}
+    # Polls in a row that did not find the process: one is not enough, since just after
+    # the spawn /proc/PID/cmdline can still be empty while execve loads the program (seen
+    # once: a ZooKeeper restarted under load was reported exited, and then joined).
+    missed = dict.fromkeys(pending, 0)
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:
         for sid, m in list(pending.items()):
@@ -244,7 +249,10 @@ def _wait_serving(members: list[Member], modes: frozenset[str],
             if mode in modes:
                 del pending[sid]
                 why.pop(sid)
-            elif not is_ours(m.pid, m.cfg):
+                continue
+            ours = is_ours(m.pid, m.cfg)
+            missed[sid] = 0 if ours else missed[sid] + 1
+            if missed[sid] >= EXITED_POLLS:
                 why[sid] = "process exited"
             elif mode is not None:
                 why[sid] = f"Mode: {mode}"
