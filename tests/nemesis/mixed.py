@@ -19,6 +19,7 @@ quorum, every follower in it) are never set aside.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -61,6 +62,66 @@ ZOOKEEPER_JVM_FLAGS = "-Djava.net.preferIPv4Stack=true"
 JSTACK_TIMEOUT_S = 30.0
 LEADS_POLL_S = 0.2
 LEADS_MARGIN_NS = 1_000_000_000  # a read this close to a ZooKeeper's "leader" answer counts
+
+
+_LIFETIME = "event=listening address="  # peer/node.py: a zkcompat process starts serving
+_ELECTED = re.compile(r"event=elected leader=(\d+) ")
+_SNAP_INSTALLED = re.compile(r"event=snap_installed zxid=0x([0-9a-f]+) ")
+_MISMATCH = re.compile(r"event=digest_mismatch zxid=0x([0-9a-f]+) ")
+
+
+def fuzzy_snap_mismatches(ens, sid: int, count: int, zookeeper: set[int]) -> str | None:
+    """Why zkcompat member `sid`'s `count` digest mismatches are ZooKeeper's, if they are:
+    it installed a SNAP from a ZooKeeper leader, the SNAP held txns past its own zxid (a
+    ZooKeeper leader serialises its live tree: LearnerHandler sends the SNAP after it let
+    go of the lock, so the snapshot is fuzzy), and the mismatches are the replay of those
+    txns, which a ZooKeeper learner compares as well (the SNAP stream carries no digest to
+    tell it the fuzzy range). Proven from the log (the first mismatch of this process
+    comes after the SNAP, within its fuzzy range, and the count fits in that range) and the
+    snapshot itself, read from a copy of the member's store. None: not shown."""
+    log = ens.log_since(sid)
+    log = log[log.rfind(_LIFETIME):] if _LIFETIME in log else log
+    mismatch = _MISMATCH.search(log)
+    if mismatch is None:
+        return None
+    before = log[:mismatch.start()]
+    snaps = list(_SNAP_INSTALLED.finditer(before))
+    leaders = list(_ELECTED.finditer(before))
+    if not snaps or not leaders or int(leaders[-1].group(1)) not in zookeeper:
+        return None
+    snap_zxid, first = int(snaps[-1].group(1), 16), int(mismatch.group(1), 16)
+    newest = _newest_zxid_in_snapshot(ens.member(sid).data_dir, snap_zxid)
+    if newest is None or not (snap_zxid < first <= newest and count <= newest - snap_zxid):
+        return None
+    return (f"ZooKeeper's: server.{sid} (zkcompat) counted {count} digest mismatches "
+            f"replaying txns from 0x{first:x} that the SNAP at 0x{snap_zxid:x} from ZooKeeper "
+            f"leader server.{leaders[-1].group(1)} already held (it holds txns up to "
+            f"0x{newest:x}: a fuzzy SNAP)")
+
+
+def _newest_zxid_in_snapshot(data_dir: str, zxid: int) -> int | None:
+    """The newest czxid/mzxid/pzxid in the member's snapshot at `zxid`, read from a copy of
+    its snapshot store (the running server holds the store's lock; the store is idle
+    between snapshots). None if it cannot be read."""
+    from zkcompat.store.snapshot import SnapshotStore  # noqa: PLC0415 - plyvel, only here
+
+    store_dir = Path(data_dir) / "zkcompat" / "snapshots"
+    with tempfile.TemporaryDirectory(prefix="nemesis-snap-") as tmp:
+        copy = Path(tmp) / "snapshots"
+        try:
+            shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))
+            store = SnapshotStore(copy)
+        except Exception:  # noqa: BLE001 - no evidence, no attribution
+            return None
+        try:
+            if zxid not in store.zxids():
+                return None
+            tree = store.load(zxid)
+            return max(max(n.czxid, n.mzxid, n.pzxid) for n in tree.nodes.values())
+        except Exception:  # noqa: BLE001 - no evidence, no attribution
+            return None
+        finally:
+            store.close()
 
 
 def broken_syncs(ens, zookeeper: set[int]) -> set[int]:

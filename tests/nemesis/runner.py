@@ -637,6 +637,12 @@ def _replica_checks(rig: Rig, layout: Layout, answered: list[int],
             theirs.append(f"ZooKeeper's (ZOOKEEPER-4394): {str(e) or repr(e)}")
     members = ens.members()
     stats = {sid: checks.mntr(m.host, m.client_port) for sid, m in members.items()}
+    for sid in rig.zkcompat if rig.zookeeper else ():
+        count = int(stats[sid].get("zk_digest_mismatches_count", "0"))
+        why = count and mixed.fuzzy_snap_mismatches(ens, sid, count, rig.zookeeper)
+        if why:
+            theirs.append(why)
+            stats[sid] = {**stats[sid], "zk_digest_mismatches_count": "0"}
     for sid in rig.zookeeper:
         count = stats[sid].get("zk_digest_mismatches_count", "0")
         if count == "0":

@@ -261,3 +261,33 @@ def test_a_zookeeper_sync_that_died_of_zookeeper_4394_is_told_apart():
                  frozenset({1, 3}))
     assert mixed.broken_syncs(logs, {1, 3}) == {3}
     assert mixed.broken_syncs(logs, {1}) == set()  # only ZooKeeper members are asked
+
+
+def test_digest_mismatches_replaying_a_fuzzy_zookeeper_snap_are_zookeepers(tmp_path):
+    """A zkcompat learner's mismatches are ZooKeeper's only when its log and the snapshot
+    it installed show them: the leader was ZooKeeper, the SNAP held txns past its zxid,
+    and the first mismatch and the count fall within them."""
+    from zkcompat.jute import records as r  # noqa: PLC0415
+    from zkcompat.jute.constants import OpCode  # noqa: PLC0415
+    from zkcompat.store.snapshot import SnapshotStore  # noqa: PLC0415
+    from zkcompat.tree.datatree import DataTree  # noqa: PLC0415
+    from zkcompat.tree.txn import Txn  # noqa: PLC0415
+
+    snap_zxid = 0x200000010
+    tree = DataTree()
+    hdr = r.TxnHeader(1, 1, snap_zxid + 3, 0, OpCode.CREATE)  # a txn the SNAP should not hold
+    tree.apply(Txn(hdr, r.CreateTxn("/f", b"x", [], False, 1)))
+    tree.last_processed_zxid = snap_zxid
+    store = SnapshotStore(tmp_path / "3" / "zkcompat" / "snapshots")
+    store.write_sync(tree)
+    store.close()
+    log = ("event=listening address=127.0.0.3 port=1\n"
+           "event=elected leader=2 my_sid=3 state=follower zxid=0x1\n"
+           f"event=snap_installed zxid=0x{snap_zxid:x} nodes=3\n"
+           f"event=digest_mismatch zxid=0x{snap_zxid + 1:x} leader_digest=1 our_digest=2\n")
+    ens = SimpleNamespace(log_since=lambda sid: log,
+                          member=lambda sid: SimpleNamespace(data_dir=str(tmp_path / "3")))
+    why = mixed.fuzzy_snap_mismatches(ens, 3, 2, {2})
+    assert why and "fuzzy SNAP" in why and "0x200000013" in why, why
+    assert mixed.fuzzy_snap_mismatches(ens, 3, 4, {2}) is None  # more than the fuzzy range
+    assert mixed.fuzzy_snap_mismatches(ens, 3, 2, {1}) is None  # a zkcompat leader's SNAP
