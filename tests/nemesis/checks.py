@@ -68,6 +68,12 @@ def check_session_order(seen: Sequence[Seen]) -> list[str]:
     """Within one session a znode never goes back in time: every reply that shows its Stat
     has an mzxid at least the last one this session saw of it, its own writes included
     (a session reads its own writes, and never older data than it has seen)."""
+    return [describe_going_back(prev, s)
+            for prev, s in session_order_violations(seen)][:FAILURES_SHOWN_MAX]
+
+
+def session_order_violations(seen: Sequence[Seen]) -> list[tuple[Seen, Seen]]:
+    """(what the session saw last, the reply older than it), for check_session_order."""
     latest: dict[tuple[int, int, str], Seen] = {}
     out = []
     for s in sorted(seen, key=lambda s: (s.client, s.index)):
@@ -76,13 +82,18 @@ def check_session_order(seen: Sequence[Seen]) -> list[str]:
         key = (s.client, s.session_id, s.path)
         prev = latest.get(key)
         if prev is not None and s.mzxid < prev.mzxid:
-            what = "its own write" if prev.own_write else "a read"
-            out.append(f"client {s.client} session 0x{s.session_id:x}: {s.path} at mzxid "
-                       f"0x{s.mzxid:x} (request {s.index}) after {what} showed 0x{prev.mzxid:x} "
-                       f"(request {prev.index})")
+            out.append((prev, s))
         if prev is None or s.mzxid >= prev.mzxid:
             latest[key] = s
-    return out[:FAILURES_SHOWN_MAX]
+    return out
+
+
+def describe_going_back(prev: Seen, s: Seen) -> str:
+    what = "its own write" if prev.own_write else "a read"
+    served = f" from {','.join(sorted(s.served))}" if s.served else ""
+    return (f"client {s.client} session 0x{s.session_id:x}: {s.path} at mzxid "
+            f"0x{s.mzxid:x} (request {s.index}{served}) after {what} showed "
+            f"0x{prev.mzxid:x} (request {prev.index})")
 
 
 def check_acked_present(operations: Sequence[h.Operation],

@@ -1,7 +1,7 @@
-"""The `nemesis` fixture: a fresh 3-server ensemble on 127.0.0.1-3 with its own nft table
-(and the case's disk, when it has one) for the test's `case`; the table, the servers
-(by PID) and the mount are removed at the end, whatever happened, and the servers' log
-tails are printed when the test failed."""
+"""The `nemesis` fixture: a fresh 3-server ensemble on 127.0.0.1-3 (a mixed one for a test
+that names a `mix`) with its own nft table (and the case's disk, when it has one) for the
+test's `case`; the table, the servers (by PID) and the mount are removed at the end,
+whatever happened, and the servers' log tails are printed when the test failed."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def nemesis(request, tmp_path, case, seed) -> Iterator[Rig]:
+    """A test that also names a `mix` (mixed.MIXES) gets a mixed ensemble."""
     if shutil.which("nft") is None:
         pytest.fail(net.NFT_MISSING)
-    with spread_ensemble(tmp_path / "ensemble", case, seed) as rig:
+    mix = request.getfixturevalue("mix") if "mix" in request.fixturenames else None
+    with spread_ensemble(tmp_path / "ensemble", case, seed, mix=mix) as rig:
         try:
             yield rig
         finally:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.nemesis import checks, net, runner
+from tests.nemesis import checks, mixed, net, runner
 from tests.nemesis.workload import FencedWrite, Holding, Layout, Seen
 from zkcompat.jute.constants import Code
 from zkcompat.sim.history import (
@@ -162,10 +162,14 @@ def test_the_table_is_gone_after_a_failure_inside():
 
 
 class _Logs:
-    """The two things Nemesis reads of an ensemble to judge a fault: its servers' logs."""
+    """What Nemesis reads of an ensemble to judge a fault: its servers' logs and kinds."""
 
-    def __init__(self, logs: dict[int, str]) -> None:
+    def __init__(self, logs: dict[int, str], zookeeper: frozenset[int] = frozenset()) -> None:
         self.logs = logs
+        self.zookeeper = zookeeper
+
+    def member(self, sid: int) -> SimpleNamespace:
+        return SimpleNamespace(kind="zookeeper" if sid in self.zookeeper else "zkcompat")
 
     def log_size(self, sid: int) -> int:
         return 0
@@ -187,3 +191,103 @@ def test_a_fault_nobody_felt_fails_the_round():
         "server.2 never ended its term: the fault did nothing (no /event=term_ended/ in its log)",
         "server.2 did not stop on a failing fsync "
         "(no /event=txn_log_sync_failed .*action=stop_server/ in its log)"]
+
+
+def test_a_zookeeper_member_ends_its_term_in_its_own_words():
+    logs = {1: "INFO [QuorumPeer[myid=1]] Peer state changed: looking\n",
+            2: "INFO [QuorumPeer[myid=2]] Peer state changed: following - broadcast\n"}
+    n = runner.Nemesis(SimpleNamespace(ens=_Logs(logs, frozenset({1, 2}))), random.Random(0),
+                       1.0, "/p")
+    n.expect_term_end(1)
+    assert n.felt() == []
+    n.expect_term_end(2)
+    assert n.felt() == ["server.2 never ended its term: the fault did nothing "
+                        "(no /Peer state changed: looking/ in its log)"]
+
+
+# -- mixed ensembles: what is ZooKeeper's own -----------------------------------------------
+
+ZK_HOST, ZKC_HOST = "127.0.0.1", "127.0.0.2"
+
+
+def _stale_sync_read() -> tuple[list[Operation], Operation]:
+    history = [Operation(1, Create(K, b"v1"), 0, 10, Ok(K)),
+               Operation(1, SetData(K, b"v2"), 20, 30, Ok(1))]
+    stale = Operation(2, GetData(K), 40, 50, Ok((b"v1", 0)))
+    return [*history, stale], stale
+
+
+def test_a_stale_sync_read_a_zookeeper_member_served_is_zookeepers_not_a_failure():
+    history, stale = _stale_sync_read()
+    served = {id(op): frozenset({ZKC_HOST}) for op in history}
+    served[id(stale)] = frozenset({ZK_HOST})
+    ours, theirs = runner._linearizable(history, [], LAYOUT, served, None, {ZK_HOST})
+    assert ours == [] and len(theirs) == 1 and "ZooKeeper's" in theirs[0], theirs
+
+
+def test_a_stale_sync_read_a_zkcompat_member_served_with_no_zookeeper_leading_fails():
+    history, _ = _stale_sync_read()
+    served = {id(op): frozenset({ZKC_HOST}) for op in history}
+    ours, theirs = runner._linearizable(history, [], LAYOUT, served, None, {ZK_HOST})
+    assert ours and "not linearizable" in ours[0] and theirs == []
+    # The same history in an all-zkcompat round fails as it always did.
+    assert runner._linearizable(history, [], LAYOUT, served, None, set())[0]
+
+
+def test_a_read_after_the_heal_is_never_set_aside():
+    """A lost acknowledged write shows in the reads after the heal, whoever serves them."""
+    acked = [Operation(1, Create(K, b"v1"), 0, 10, Ok(K)),
+             Operation(2, SetData(K, b"v2", 0), 20, 30, Ok(1))]
+    lost = Operation(1001, GetData(K), 40, 50, Ok((b"v1", 0)))
+    served = {id(lost): frozenset({ZK_HOST})}
+    ours, theirs = runner._linearizable(acked, [lost], LAYOUT, served, None, {ZK_HOST})
+    assert ours and theirs == []
+
+
+def test_a_session_going_back_on_a_zookeeper_member_is_zookeepers():
+    seen = [Seen(1, 7, 1, K, 0x105, False, frozenset({ZKC_HOST})),
+            Seen(1, 7, 2, K, 0x103, False, frozenset({ZK_HOST}))]
+    going_back = checks.describe_going_back(*seen)
+    assert runner._session_order(seen, {ZK_HOST}) == ([], [f"ZooKeeper's: {going_back}"])
+    back_on_ours = [seen[1], Seen(1, 7, 3, K, 0x101, False, frozenset({ZKC_HOST}))]
+    ours, theirs = runner._session_order(back_on_ours, {ZK_HOST})
+    assert len(ours) == 1 and theirs == []
+
+
+def test_a_zookeeper_sync_that_died_of_zookeeper_4394_is_told_apart():
+    npe = ('WARN [QuorumPeer[myid=3]] Exception when following the leader\n'
+           'java.lang.NullPointerException: Cannot read field "hdr" because "pif" is null\n')
+    logs = _Logs({1: "INFO Peer state changed: following - broadcast\n", 2: "", 3: npe},
+                 frozenset({1, 3}))
+    assert mixed.broken_syncs(logs, {1, 3}) == {3}
+    assert mixed.broken_syncs(logs, {1}) == set()  # only ZooKeeper members are asked
+
+
+def test_digest_mismatches_replaying_a_fuzzy_zookeeper_snap_are_zookeepers(tmp_path):
+    """A zkcompat learner's mismatches are ZooKeeper's only when its log and the snapshot
+    it installed show them: the leader was ZooKeeper, the SNAP held txns past its zxid,
+    and the first mismatch and the count fall within them."""
+    from zkcompat.jute import records as r  # noqa: PLC0415
+    from zkcompat.jute.constants import OpCode  # noqa: PLC0415
+    from zkcompat.store.snapshot import SnapshotStore  # noqa: PLC0415
+    from zkcompat.tree.datatree import DataTree  # noqa: PLC0415
+    from zkcompat.tree.txn import Txn  # noqa: PLC0415
+
+    snap_zxid = 0x200000010
+    tree = DataTree()
+    hdr = r.TxnHeader(1, 1, snap_zxid + 3, 0, OpCode.CREATE)  # a txn the SNAP should not hold
+    tree.apply(Txn(hdr, r.CreateTxn("/f", b"x", [], False, 1)))
+    tree.last_processed_zxid = snap_zxid
+    store = SnapshotStore(tmp_path / "3" / "zkcompat" / "snapshots")
+    store.write_sync(tree)
+    store.close()
+    log = ("event=listening address=127.0.0.3 port=1\n"
+           "event=elected leader=2 my_sid=3 state=follower zxid=0x1\n"
+           f"event=snap_installed zxid=0x{snap_zxid:x} nodes=3\n"
+           f"event=digest_mismatch zxid=0x{snap_zxid + 1:x} leader_digest=1 our_digest=2\n")
+    ens = SimpleNamespace(log_since=lambda sid: log,
+                          member=lambda sid: SimpleNamespace(data_dir=str(tmp_path / "3")))
+    why = mixed.fuzzy_snap_mismatches(ens, 3, 2, {2})
+    assert why and "fuzzy SNAP" in why and "0x200000013" in why, why
+    assert mixed.fuzzy_snap_mismatches(ens, 3, 4, {2}) is None  # more than the fuzzy range
+    assert mixed.fuzzy_snap_mismatches(ens, 3, 2, {1}) is None  # a zkcompat leader's SNAP

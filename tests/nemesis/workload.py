@@ -110,6 +110,7 @@ class Seen:
     path: str
     mzxid: int | None  # None: the znode did not exist
     own_write: bool  # the client's own acknowledged setData
+    served: frozenset[str] = frozenset()  # the server(s) it may have come from (host)
 
 
 class Recorder:
@@ -122,10 +123,15 @@ class Recorder:
         self.holdings: list[Holding] = []
         self.fenced: list[FencedWrite] = []
         self.unknown_errors: dict[str, int] = {}
+        # id(op) -> the server(s) whose connection its reply may have come on (host);
+        # empty: not known. A mixed round tells ZooKeeper's replies from zkcompat's by it.
+        self.served: dict[int, frozenset[str]] = {}
 
-    def add(self, op: h.Operation) -> None:
+    def add(self, op: h.Operation, served: frozenset[str] = frozenset()) -> None:
         with self.lock:
             self.operations.append(op)
+            if served:
+                self.served[id(op)] = served
 
     def saw(self, seen: Seen) -> None:
         with self.lock:
@@ -147,6 +153,10 @@ class Recorder:
     def snapshot(self) -> tuple[list[h.Operation], list[Seen]]:
         with self.lock:
             return list(self.operations), list(self.seen)
+
+    def served_by(self) -> dict[int, frozenset[str]]:
+        with self.lock:
+            return dict(self.served)
 
 
 def start_client(hosts: str) -> KazooClient:
@@ -190,6 +200,14 @@ class Client(threading.Thread):
     def step(self) -> None:
         raise NotImplementedError
 
+    def server(self) -> str | None:
+        """The host of the server this session's connection is on now, if it has one."""
+        sock = getattr(self.client._connection, "_socket", None)
+        try:
+            return sock.getpeername()[0] if sock is not None else None
+        except OSError:
+            return None
+
     def close(self) -> None:
         try:
             self.client.stop()
@@ -206,6 +224,7 @@ class Worker(Client):
         self.versions: dict[str, int] = {}
         self.n = 0
         self.index = 0
+        self.last_served: frozenset[str] = frozenset()
 
     # -- one request ------------------------------------------------------------------
 
@@ -236,11 +255,12 @@ class Worker(Client):
     def _call(self, call: h.Call, run) -> object | None:
         """Run one request; record it with its outcome. The reply's value, or None."""
         invoked = time.monotonic_ns()
+        before = self.server()
         try:
             value = run()
         except tuple(KNOWN_ERRORS) as e:
             self.recorder.add(h.Operation(self.cid, call, invoked, time.monotonic_ns(),
-                                          h.Err(KNOWN_ERRORS[type(e)])))
+                                          h.Err(KNOWN_ERRORS[type(e)])), self._served(before))
             return None
         except (KazooException, KazooTimeoutError) as e:
             self.recorder.add(h.Operation(self.cid, call, invoked))
@@ -248,8 +268,14 @@ class Worker(Client):
             self.stop_event.wait(ERROR_PAUSE_S)
             return None
         self.recorder.add(h.Operation(self.cid, call, invoked, time.monotonic_ns(),
-                                      h.Ok(self._ok_value(call, value))))
+                                      h.Ok(self._ok_value(call, value))), self._served(before))
         return value
+
+    def _served(self, before: str | None) -> frozenset[str]:
+        """Where a reply came from: the connection's server before and after the request
+        (both, if a reconnect came between; nothing if neither is known)."""
+        self.last_served = frozenset(s for s in (before, self.server()) if s is not None)
+        return self.last_served
 
     @staticmethod
     def _ok_value(call: h.Call, value: object) -> object:
@@ -276,7 +302,8 @@ class Worker(Client):
             return
         self.versions[key] = stat.version
         if self._session() == session:
-            self.recorder.saw(Seen(self.cid, session, self.index, key, stat.mzxid, True))
+            self.recorder.saw(Seen(self.cid, session, self.index, key, stat.mzxid, True,
+                                   self.last_served))
 
     def create(self, key: str) -> None:
         data = self._data()
@@ -308,15 +335,18 @@ class Worker(Client):
     def plain_read(self, key: str) -> None:
         """Served by whichever server the session is on: no linearizability, only order."""
         session = self._session()
+        before = self.server()
         try:
             got = self.client.get_async(key).get(OP_TIMEOUT_S)
         except NoNodeError:
-            self.recorder.saw(Seen(self.cid, session, self.index, key, None, False))
+            self.recorder.saw(Seen(self.cid, session, self.index, key, None, False,
+                                   self._served(before)))
             return
         except (KazooException, KazooTimeoutError) as e:
             self.recorder.unknown(e)
             self.stop_event.wait(ERROR_PAUSE_S)
             return
+        self._served(before)
         self._saw_read(session, key, got)
 
     def _saw_read(self, session: int, key: str, got) -> None:
@@ -324,7 +354,8 @@ class Worker(Client):
             return
         data, stat = got
         self.versions[key] = stat.version
-        self.recorder.saw(Seen(self.cid, session, self.index, key, stat.mzxid, False))
+        self.recorder.saw(Seen(self.cid, session, self.index, key, stat.mzxid, False,
+                               self.last_served))
 
 
 class LockWorker(Client):

@@ -172,6 +172,26 @@ def test_sync_modes_trunc_and_snap():
     assert leader.epoch == 3
 
 
+def test_a_learner_whose_zxid_only_opens_an_epoch_we_lack_gets_a_snap_not_a_trunc():
+    """A ZooKeeper that led an epoch in which nothing was written says its last zxid is that
+    epoch's first (counter 0: "setting last processed zxid"), a zxid in no log. ZooKeeper's
+    leader sends it a SNAP (LearnerHandler.syncFollower: no TRUNC for isPeerNewEpochZxid);
+    a TRUNC to a zxid before it makes a ZooKeeper with no txn log exit ("No log files found
+    to truncate", code 13), seen in a mixed ensemble whose first leader was cut off."""
+    voters = frozenset((1, 2, 3))
+    leader = Leader(3, voters, 1, 1, 0, History([]))
+    learners = {1: Learner(1, 3, 1, 1, 0), 2: Learner(2, 3, 1, 1, make_zxid(1, 0))}
+    net = Net(leader, learners)
+    net.obey(3, leader.start())
+    net.obey(1, learners[1].start())
+    net.run()
+    net.make_durable(1)
+    assert leader.established
+    net.obey(2, learners[2].start())  # the old leader of epoch 1 comes back
+    net.run()
+    assert net.installs[2][0] == "snap"
+
+
 def test_a_learner_ahead_of_the_new_leader_is_refused():
     log = [txn(make_zxid(1, i)) for i in range(1, 3)]
     ahead = log + [txn(make_zxid(1, 3))]

@@ -142,6 +142,15 @@ class Leader:
         # Both rise with arrival, so the head is always the first answerable. Bounded by the
         # learners' own outstanding requests; a learner's die with its connection.
         self._quorum_syncs: deque[tuple[int, int, int]] = deque()
+        # A learner's COMMITs (INFORMs) of txns proposed after a sync it is still waiting
+        # for, held until its SYNC is sent: (zxid, packet bytes). A ZooKeeper follower
+        # matches its SYNC and the COMMITs of its own forwarded writes against one queue, in
+        # the order it forwarded them (CommitProcessor's queuedWriteRequests, "commits are
+        # received in order"); a COMMIT that overtakes the SYNC before it leaves that queue's
+        # head unmatched for good, and the follower never answers a write again. Without
+        # quorumSync ZooKeeper's order holds by itself: a SYNC follows the COMMIT of what
+        # was proposed before it, at once. Bounded by what commits in one round.
+        self._held: dict[int, list[tuple[int, bytes]]] = {}
 
     @classmethod
     def standalone(cls, my_sid: int, epoch: int, last_zxid: int) -> Leader:
@@ -287,6 +296,7 @@ class Leader:
                 waiting.remove(sid)
         if self._quorum_syncs:
             self._quorum_syncs = deque(s for s in self._quorum_syncs if s[0] != sid)
+        self._held.pop(sid, None)
         return Effects()
 
     def step(self, sid: int, pkt: r.QuorumPacket) -> Effects:
@@ -412,7 +422,11 @@ class Leader:
         if h is None:
             return "snap"
         if peer > committed:
-            return "trunc"
+            # A zxid that only opens an epoch (counter 0) is in no log: a server that led
+            # that epoch and wrote nothing says it. ZooKeeper sends it a SNAP, not a TRUNC
+            # (LearnerHandler.syncFollower's isPeerNewEpochZxid), which a ZooKeeper with no
+            # txn log cannot obey: it exits ("No log files found to truncate").
+            return "snap" if peer & COUNTER_MASK == 0 else "trunc"
         first = h.first_zxid()
         if first is None and self._committed:
             first = self._committed[0].zxid
@@ -536,10 +550,13 @@ class Leader:
             return Effects(deliver=committed)
         send = []
         commits = informs = None
+        gates = self._sync_gates() if self._quorum_syncs else {}
         for li in self.learners.values():
             if not li.forwarding:
                 continue
-            if li.observer:
+            if li.sid in gates or li.sid in self._held:
+                self._hold(li, committed, gates.get(li.sid), send)
+            elif li.observer:
                 if informs is None:
                     informs = b"".join([q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
                                         for t in committed])
@@ -696,10 +713,57 @@ class Leader:
             sid = waiting.popleft()[0]
             if sid == self.my_sid:
                 ours += 1
-            else:
-                fx.send.append((sid, q.packet(P.SYNC, 0)))
+                continue
+            fx.send.append((sid, q.packet(P.SYNC, 0)))
+            if sid in self._held:  # what it held follows this SYNC, up to its next sync
+                gate = next((z for s, z, _ in waiting if s == sid), None)
+                self._release(sid, gate, fx.send)
         if ours:
             fx.synced += ours
+
+    def _sync_gates(self) -> dict[int, int]:
+        """Per learner, the zxid of its oldest sync still waiting: the COMMITs it may be sent
+        before that SYNC are those of txns up to it (proposed before the sync arrived)."""
+        gates: dict[int, int] = {}
+        for sid, zxid, _ in self._quorum_syncs:
+            gates.setdefault(sid, zxid)
+        return gates
+
+    def _hold(self, li: LearnerInfo, committed: list[Txn], gate: int | None,
+              send: list) -> None:
+        """A learner with a sync waiting: send the COMMITs up to its gate, hold the rest
+        (all of them once one is held: they leave in zxid order). With none waiting, what it
+        still holds leaves first."""
+        held = self._held.setdefault(li.sid, [])
+        now = []
+        if gate is None:  # none waiting (its last SYNC was sent): what it held goes first
+            now += [pkt for _, pkt in held]
+            held.clear()
+        for t in committed:
+            if li.observer:
+                pkt = q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
+            else:
+                pkt = q.bare_packet_bytes(_COMMIT, t.zxid)
+            if held or (gate is not None and t.zxid > gate):
+                held.append((t.zxid, pkt))
+            else:
+                now.append(pkt)
+        if now:
+            send.append((li.sid, b"".join(now)))
+        if not held:
+            del self._held[li.sid]
+
+    def _release(self, sid: int, gate: int | None, send: list) -> None:
+        """Its SYNC is sent: the held COMMITs up to its next sync's gate follow it."""
+        held = self._held.get(sid)
+        if not held:
+            return
+        n = len(held) if gate is None else sum(1 for z, _ in held if z <= gate)
+        if n:
+            send.append((sid, b"".join(pkt for _, pkt in held[:n])))
+            del held[:n]
+        if not held:
+            del self._held[sid]
 
     # -- time -------------------------------------------------------------------------
 
