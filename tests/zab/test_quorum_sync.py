@@ -265,3 +265,38 @@ def test_on_two_syncs_of_one_learner_answered_together_keep_the_commit_between_t
     net.make_durable(LEADER)  # `a` and `b` commit together
     assert _to_learner(net, 1) == [P.COMMIT, P.SYNC, P.COMMIT, P.SYNC]
     assert not leader._held
+
+
+def test_on_a_reconfigs_commitandactivate_waits_behind_a_sync_as_a_commit_does():
+    """A reconfig proposed after learner 1's sync commits before that sync's round is
+    confirmed: its COMMITANDACTIVATE is held behind the SYNC like any COMMIT, or learner 1
+    would match the reconfig against its sync."""
+    from tests.zab.test_reconfig_roles import members, reconfig_txn
+
+    config = members(1, 2, 3)
+    leader = Leader(LEADER, config, 1, 1, 0, History([]), quorum_sync=True,
+                    reconfig_enabled=True)
+    learners = {sid: Learner(sid, LEADER, 1, 1, 0, membership=config, reconfig_enabled=True)
+                for sid in (1, 2)}
+    net = Net(leader, learners)
+    net.obey(LEADER, leader.start())
+    for learner in learners.values():
+        net.obey(learner.my_sid, learner.start())
+    net.run()
+    establish(net)
+    net.sent_types.clear()
+    net.obey(LEADER, leader.sync_request(1))
+    zxid = leader.next_zxid()
+    net.obey(LEADER, leader.propose([reconfig_txn(zxid, members(1, 2, 3, observers=(4,)))]))
+    _drop_pings(net)
+    net.run()
+    net.make_durable(2)
+    net.make_durable(LEADER)
+    assert zxid in [t.zxid for t in net.delivered[LEADER]]
+    kinds = (P.COMMIT, P.SYNC, P.COMMITANDACTIVATE)
+    assert _to_learner(net, 1, kinds) == []
+    assert _to_learner(net, 2, kinds) == [P.COMMITANDACTIVATE]
+    net.obey(LEADER, leader.tick())
+    net.run()
+    assert _to_learner(net, 1, kinds) == [P.SYNC, P.COMMITANDACTIVATE]
+    assert not leader._held

@@ -588,17 +588,25 @@ class Leader:
         self._reconfig_zxid = 0
         designated = self._activate(new, acked, before)
         data = q.long_payload(designated)
-        proposal = encode_proposal(txn)
+        activate = q.data_packet_bytes(int(P.COMMITANDACTIVATE), txn.zxid, data)
+        inform = q.data_packet_bytes(int(P.INFORMANDACTIVATE), txn.zxid,
+                                     data + encode_proposal(txn))
+
+        def packet_of(li: LearnerInfo, _t: Txn) -> bytes:
+            return inform if li.observer else activate
+
+        gates = self._sync_gates() if self._quorum_syncs else {}
         for li in self.learners.values():
             if not li.forwarding:
                 continue
-            if li.observer:
-                before.send.append((li.sid, q.packet(P.INFORMANDACTIVATE, txn.zxid,
-                                                     data + proposal)))
+            if li.sid in gates or li.sid in self._held:  # behind its SYNC, as any COMMIT
+                self._hold(li, [txn], gates.get(li.sid), before.send, packet_of)
             else:
-                before.send.append((li.sid, q.packet(P.COMMITANDACTIVATE, txn.zxid, data)))
+                before.send.append((li.sid, packet_of(li, txn)))
         before.deliver = [*before.deliver, txn]
         self._answer_pending_syncs(before.send)
+        if self._quorum_syncs:
+            self._answer_quorum_syncs(before)
         if self.allowed_to_commit and self._outstanding:
             more = self._commit_upto(self._quorum_acked())
             before.send += more.send
@@ -730,17 +738,19 @@ class Leader:
         return gates
 
     def _hold(self, li: LearnerInfo, committed: list[Txn], gate: int | None,
-              send: list) -> None:
+              send: list, packet_of=None) -> None:
         """A learner with a sync waiting: send the COMMITs up to its gate, hold the rest
         (all of them once one is held: they leave in zxid order). With none waiting, what it
-        still holds leaves first."""
+        still holds leaves first. packet_of(li, txn): a reconfig's ACTIVATE packet."""
         held = self._held.setdefault(li.sid, [])
         now = []
         if gate is None:  # none waiting (its last SYNC was sent): what it held goes first
             now += [pkt for _, pkt in held]
             held.clear()
         for t in committed:
-            if li.observer:
+            if packet_of is not None:
+                pkt = packet_of(li, t)
+            elif li.observer:
                 pkt = q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
             else:
                 pkt = q.bare_packet_bytes(_COMMIT, t.zxid)
