@@ -97,6 +97,11 @@ class Scenario:
     standalone_only: str | None = None
 
 
+# In an ensemble /zookeeper/config holds the membership (initConfigInZKDatabase), a
+# standalone server's is empty: tests/ensemble/test_reconfig.py checks an ensemble's against
+# what ZooKeeper 3.8's ensembles show.
+ENSEMBLE_CONFIG = "an ensemble's /zookeeper/config holds its membership (tests/ensemble/test_reconfig.py)"
+
 REGISTRY: dict[str, Scenario] = {}
 
 

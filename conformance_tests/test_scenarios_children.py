@@ -1,6 +1,6 @@
 """Differential scenarios: getChildren/getChildren2 and child bookkeeping."""
 
-from .harness import scenario
+from .harness import ENSEMBLE_CONFIG, scenario
 
 
 @scenario
@@ -37,7 +37,7 @@ def children_bookkeeping_many_ops(env):
     env.call("children", zk.get_children, env.base, include_data=True)
 
 
-@scenario
+@scenario(standalone_only=ENSEMBLE_CONFIG)
 def children_of_system_nodes(env):
     zk = env.client()
     env.call("/zookeeper", zk.get_children, "/zookeeper")

@@ -5,7 +5,7 @@ goes, "a" becomes "/a") and raises ValueError for "." and ".." components, so
 the server's own answers are checked through RawClient (env.raw()).
 """
 
-from .harness import scenario
+from .harness import ENSEMBLE_CONFIG, scenario
 
 # Not under any base: never sent as a sequential create, which could make a
 # real node at the root (a sequential "/.." is the valid "/..0000000007").
@@ -94,10 +94,6 @@ def empty_path_reads_root(env):
     env.raw_call("setData ''", rc.set_data, "", b"x")
 
 
-# In an ensemble /zookeeper/config holds the membership (initConfigInZKDatabase), a
-# standalone server's is empty: tests/ensemble/test_reconfig.py checks an ensemble's against
-# what ZooKeeper 3.8's ensembles show.
-ENSEMBLE_CONFIG = "an ensemble's /zookeeper/config holds its membership (tests/ensemble/test_reconfig.py)"
 
 
 @scenario(standalone_only=ENSEMBLE_CONFIG)

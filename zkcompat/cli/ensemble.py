@@ -45,6 +45,7 @@ STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
 GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
 POLL_S = 0.25
 FOUR_LETTER_TIMEOUT_S = 2.0
+CONFIG_NODE = "/zookeeper/config"
 # srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 # Each server has a client, a quorum, an election and an AdminServer port; with --base-port
@@ -623,22 +624,44 @@ _AUTH_OPTION = click.option(
     "DigestAuthenticationProvider.superDigest (set it with --set at `start`).")
 
 
-def _reconfig(ens: Ensemble, sids: list[int], auth: str, **change) -> bytes:
-    """kazoo's reconfig through the servers `sids`; the committed config it returns."""
+def _reconfig(ens: Ensemble, sids: list[int], auth: str, done: Callable[[bytes], bool],
+              **change) -> bytes:
+    """kazoo's reconfig through the servers `sids`; the committed config it returns. A
+    reply lost with the connection (a follower restarts its role when the leader changes
+    with the config) is no answer: the config node says whether it committed (`done`)."""
     from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException
+    from kazoo.exceptions import ConnectionLoss, KazooException
 
     hosts = ",".join(ens.members[s].address for s in sids)
     client = KazooClient(hosts=hosts, auth_data=[("digest", auth)])
     try:
         client.start(timeout=FOUR_LETTER_TIMEOUT_S * 10)
-        data, _ = client.reconfig(from_config=-1, **change)
-        return data
+        try:
+            data, _ = client.reconfig(from_config=-1, **change)
+            return data
+        except ConnectionLoss:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                try:
+                    client.sync(CONFIG_NODE)
+                    data, _ = client.get(CONFIG_NODE)
+                except ConnectionLoss:
+                    time.sleep(POLL_S)
+                    continue
+                if done(data):
+                    return data
+                break
+            raise click.ClickException(f"reconfig {change}: ConnectionLoss, and "
+                                       f"{CONFIG_NODE} does not show it") from None
     except KazooException as e:
         raise click.ClickException(f"reconfig {change}: {type(e).__name__}") from None
     finally:
         client.stop()
         client.close()
+
+
+def _names(data: bytes, sid: int) -> bool:
+    return any(line.startswith(f"server.{sid}=") for line in data.decode().splitlines())
 
 
 @ensemble.command()
@@ -680,7 +703,8 @@ def add(sid: int, directory: Path, auth: str | None, observer: bool, kind: str,
         return
     role = "observer" if observer else "participant"
     spec = f"server.{sid}={m.host}:{m.quorum_port}:{m.election_port}:{role};{m.address}"
-    data = _reconfig(ens, others, auth, joining=spec, leaving=None, new_members=None)
+    data = _reconfig(ens, others, auth, lambda d: _names(d, sid), joining=spec, leaving=None,
+                     new_members=None)
     click.echo(data.decode())
 
 
@@ -697,7 +721,8 @@ def remove(sid: int, directory: Path, auth: str | None) -> None:
     ens = _require_state(directory)
     m = _member(ens, sid)
     others = [s for s in ens.members if s != sid]
-    data = _reconfig(ens, others, auth, joining=None, leaving=str(sid), new_members=None)
+    data = _reconfig(ens, others, auth, lambda d: not _names(d, sid), joining=None,
+                     leaving=str(sid), new_members=None)
     left = _stop([m])
     if left:
         raise click.ClickException(f"server.{sid} is out of the config but still up")
