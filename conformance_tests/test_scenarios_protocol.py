@@ -100,11 +100,15 @@ def protocol_xids_are_echoed(env):
 
 @scenario
 def protocol_unknown_opcode(env):
-    """An unknown op code gets Unimplemented, then the server hangs up."""
+    """An unknown op code gets Unimplemented, then the server hangs up by itself.
+
+    The client waits for that rather than sending another request: ZooKeeper queues its
+    close behind the reply, and a request that arrives first is sometimes answered (seen
+    once in CI against 3.8), so "next request" raced."""
     for op in (99, 0, -100):
         rc = env.raw()
         _outcome(env, f"op {op}", lambda rc=rc, op=op: error_name(rc.request(op, b"").err))
-        _outcome(env, f"op {op}: next request", lambda rc=rc: error_name(rc.exists("/").err))
+        _outcome(env, f"op {op}: then", lambda rc=rc: f"a frame {rc.recv_frame()!r}")
 
 
 @scenario

@@ -23,7 +23,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tests.ensemble.harness import Ensemble, check_trees_agree, close_client, wait_for
-from tests.ensemble.test_mixed import _own_snapshot_mismatch
+from tests.ensemble.zookeeper_digest import own_fuzzy_mismatches
 from tests.faults.disks import Tmpfs
 from tests.faults.faultyfs import FaultyMount
 from zkcompat.jute.constants import Code
@@ -653,13 +653,13 @@ def _replica_checks(rig: Rig, layout: Layout, answered: list[int],
             stats[sid] = {**stats[sid], "zk_digest_mismatches_count": "0"}
             continue
         try:
-            own = _own_snapshot_mismatch(ens.log_since(sid))
+            own = own_fuzzy_mismatches(ens.log_since(sid))
         except AssertionError as e:
             failures.append(f"server.{sid} (ZooKeeper): zk_digest_mismatches_count {count}: {e}")
             continue
         if str(own) == count:
             theirs.append(f"server.{sid} (ZooKeeper) counted a digest mismatch loading its "
-                          "own fuzzy snapshot (see tests/ensemble/test_mixed.py)")
+                          "own fuzzy snapshot (see tests/ensemble/zookeeper_digest.py)")
             stats[sid] = {**stats[sid], "zk_digest_mismatches_count": "0"}
     logs = {sid: checks.digest_log(members[sid].host, members[sid].admin_port)
             for sid in rig.zkcompat}
