@@ -8,8 +8,9 @@ The same in-memory Net as test_zab_roles: packets cross as ZooKeeper's QuorumPac
 
 from tests.zab.test_zab_roles import History, Net, establish, txn
 from zkcompat.jute import quorum as q
-from zkcompat.zab.leader import PINGS_UNANSWERED_MAX, Leader
+from zkcompat.zab.leader import Leader
 from zkcompat.zab.learner import Learner
+from zkcompat.zab.quorum_sync import PINGS_UNANSWERED_MAX
 
 P = q.PacketType
 LEADER = 3
@@ -228,7 +229,7 @@ def test_on_a_learner_gets_its_sync_before_the_commits_of_what_was_proposed_afte
     net.make_durable(2)
     net.make_durable(LEADER)
     assert _to_learner(net, 1) == [P.COMMIT, P.SYNC, P.COMMIT, P.COMMIT]
-    assert not leader._held
+    assert not leader.quorum_syncs.held
 
 
 def test_on_commits_held_for_a_learner_that_left_are_dropped_with_it():
@@ -241,9 +242,9 @@ def test_on_commits_held_for_a_learner_that_left_are_dropped_with_it():
     net.run()
     net.make_durable(2)
     net.make_durable(LEADER)
-    assert _to_learner(net, 1) == [] and leader._held
+    assert _to_learner(net, 1) == [] and leader.quorum_syncs.held
     net.obey(LEADER, leader.gone(1))
-    assert not leader._held
+    assert not leader.quorum_syncs.held
 
 
 def test_on_two_syncs_of_one_learner_answered_together_keep_the_commit_between_them():
@@ -264,7 +265,7 @@ def test_on_two_syncs_of_one_learner_answered_together_keep_the_commit_between_t
     net.make_durable(2)
     net.make_durable(LEADER)  # `a` and `b` commit together
     assert _to_learner(net, 1) == [P.COMMIT, P.SYNC, P.COMMIT, P.SYNC]
-    assert not leader._held
+    assert not leader.quorum_syncs.held
 
 
 def test_on_a_reconfigs_commitandactivate_waits_behind_a_sync_as_a_commit_does():
@@ -299,4 +300,4 @@ def test_on_a_reconfigs_commitandactivate_waits_behind_a_sync_as_a_commit_does()
     net.obey(LEADER, leader.tick())
     net.run()
     assert _to_learner(net, 1, kinds) == [P.SYNC, P.COMMITANDACTIVATE]
-    assert not leader._held
+    assert not leader.quorum_syncs.held

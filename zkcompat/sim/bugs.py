@@ -49,7 +49,7 @@ class ReconfigOldQuorumOnly(Leader):
     """A reconfig, and every txn after it, commits once a quorum of the old config has it:
     the new config's quorum is never asked (Leader.tryToCommit without hasAllQuorums)."""
 
-    def _has_quorums(self, sids) -> bool:
+    def has_quorums(self, sids) -> bool:
         return self.membership.contains_quorum(sids)
 
     def _quorum_acked(self) -> int:

@@ -17,14 +17,13 @@ and, while a reconfig is proposed and not committed, also one of that next confi
 (`last_seen`), for every txn from the reconfig on, for NEWLEADER and for staying leader.
 The reconfig's txn commits as COMMITANDACTIVATE (INFORMANDACTIVATE to observers), naming
 the designated leader of the new configuration: this one if it still votes in it, else
-the new voter that acknowledged most; a leader that is not designated commits nothing
+the lowest new voter that acknowledged it; a leader that is not designated commits nothing
 more (allowedToCommit) and leaves the term to that one. With reconfigEnabled, the first
 established term of a static configuration (version 0) gives it the version of its
 NEWLEADER (ZOOKEEPER-1783), as every later config has the zxid of its txn.
 
-quorumSync (not ZooKeeper's; off by default): a sync is answered only once a quorum of
-voters has answered a PING sent after the sync arrived, as etcd's ReadIndex confirms its
-leadership, so a deposed leader that has not noticed yet cannot answer it (ZOOKEEPER-1675).
+What a learner is synced from, and whether by DIFF, TRUNC or SNAP, is committed_log.py's;
+quorumSync's rounds and the COMMITs held behind a learner's SYNC are quorum_sync.py's.
 """
 
 from __future__ import annotations
@@ -39,8 +38,10 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.txn import Txn, encode_proposal
+from zkcompat.zab.committed_log import CommittedLog
 from zkcompat.zab.membership import STATIC_CONFIG_VERSION, Membership
 from zkcompat.zab.peer import COUNTER_MASK, BufferStats, Effects, ZabCounters, make_zxid, zxid_epoch
+from zkcompat.zab.quorum_sync import QuorumSync
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,6 @@ _PROPOSAL, _COMMIT, _INFORM = int(P.PROPOSAL), int(P.COMMIT), int(P.INFORM)
 _RECONFIG = int(OpCode.RECONFIG)
 _ZXID_OF = attrgetter("zxid")
 HALF_TICKS_PER_TICK = 2
-# zookeeper.commitLogCount: committed txns kept in memory to sync learners from. Ours also
-# keeps every committed txn its own log has not made durable yet, however many: a quorum of
-# followers can commit a txn before the leader's fsync returns, and a DIFF read from the
-# durable log alone would skip it.
-COMMIT_LOG_COUNT = 500
-# quorumSync: PINGs a learner may leave unanswered. Ours and ZooKeeper's answer each at once
-# and syncLimit drops a silent one; one that talks but never answers is dropped here.
-PINGS_UNANSWERED_MAX = 256
 
 
 class Snap:
@@ -112,7 +105,7 @@ class Leader:
         self.reconfig_enabled = reconfig_enabled
         self._reconfig_zxid = 0  # the reconfig proposed this term, until it commits
         self.allowed_to_commit = True  # False once a reconfig designated another leader
-        self.history = history
+        self.committed_log = CommittedLog(history)  # what learners are synced from
         self.accepted_epoch = accepted_epoch
         self.current_epoch = current_epoch
         self.init_limit = init_limit_ticks * HALF_TICKS_PER_TICK
@@ -128,29 +121,13 @@ class Leader:
         self.last_committed_zxid = last_zxid
         # Leader.leaderStateSummary: a learner more recent than this cannot follow us.
         self._summary = (current_epoch, last_zxid)
-        self._outstanding: list[Txn] = []  # proposed, not yet committed, in zxid order
-        self._committed: deque[Txn] = deque()  # the newest committed txns (COMMIT_LOG_COUNT)
+        self.outstanding: list[Txn] = []  # proposed, not yet committed, in zxid order
         # An ensemble of one has nobody to sync, unless a reconfig may grow it.
         self._keep_committed = len(membership.servers) > 1 or reconfig_enabled
         self._pending_syncs: dict[int, list[int]] = {}  # zxid -> learners waiting for it
-        # quorumSync: a round is one PING to every learner past its sync; round r is confirmed
-        # once a quorum of voters (us included) has answered round r or a later one.
+        # quorumSync: syncs answered once a quorum confirmed a PING round after them.
         self.quorum_sync = quorum_sync
-        self._round = 0  # the newest round started
-        self._round_confirmed = 0
-        # Syncs waiting, in arrival order: (learner, zxid to commit first, round to confirm).
-        # Both rise with arrival, so the head is always the first answerable. Bounded by the
-        # learners' own outstanding requests; a learner's die with its connection.
-        self._quorum_syncs: deque[tuple[int, int, int]] = deque()
-        # A learner's COMMITs (INFORMs) of txns proposed after a sync it is still waiting
-        # for, held until its SYNC is sent: (zxid, packet bytes). A ZooKeeper follower
-        # matches its SYNC and the COMMITs of its own forwarded writes against one queue, in
-        # the order it forwarded them (CommitProcessor's queuedWriteRequests, "commits are
-        # received in order"); a COMMIT that overtakes the SYNC before it leaves that queue's
-        # head unmatched for good, and the follower never answers a write again. Without
-        # quorumSync ZooKeeper's order holds by itself: a SYNC follows the COMMIT of what
-        # was proposed before it, at once. Bounded by what commits in one round.
-        self._held: dict[int, list[tuple[int, bytes]]] = {}
+        self.quorum_syncs = QuorumSync(self) if quorum_sync else None
 
     @classmethod
     def standalone(cls, my_sid: int, epoch: int, last_zxid: int) -> Leader:
@@ -177,7 +154,7 @@ class Leader:
     def reconfig_pending(self) -> bool:
         return self.last_seen.version != self.membership.version
 
-    def _has_quorums(self, sids) -> bool:
+    def has_quorums(self, sids) -> bool:
         """A quorum of the committed config, and of the next one while it is pending
         (SyncedLearnerTracker.hasAllQuorums)."""
         if not self.membership.contains_quorum(sids):
@@ -239,7 +216,7 @@ class Leader:
         return self._try_establish(fx)
 
     def _try_establish(self, fx: Effects) -> Effects:
-        if self.established or not self._has_quorums(self.newleader_acked):
+        if self.established or not self.has_quorums(self.newleader_acked):
             return fx
         self.established = True
         fx.serve = True
@@ -294,9 +271,8 @@ class Leader:
         for waiting in self._pending_syncs.values():
             while sid in waiting:
                 waiting.remove(sid)
-        if self._quorum_syncs:
-            self._quorum_syncs = deque(s for s in self._quorum_syncs if s[0] != sid)
-        self._held.pop(sid, None)
+        if self.quorum_syncs is not None:
+            self.quorum_syncs.forget(sid)
         return Effects()
 
     def step(self, sid: int, pkt: r.QuorumPacket) -> Effects:
@@ -362,10 +338,8 @@ class Leader:
         touches = q.decode_touches(pkt.data)
         if touches:
             fx.touches = touches
-        if li.pings:
-            li.confirmed = li.pings.popleft()
-            if not li.observer:
-                self._try_confirm(fx)
+        if self.quorum_syncs is not None:
+            self.quorum_syncs.pinged_back(li, fx)
         return fx
 
     def _on_request(self, li: LearnerInfo, pkt) -> Effects:
@@ -393,13 +367,14 @@ class Leader:
         committed = self.last_committed_zxid
         send = fx.send
         sid = li.sid
-        mode = self._sync_mode(peer)
+        source = self.committed_log
+        mode = source.sync_mode(peer, committed)
         self.counters.synced(mode)
         if mode == "diff":
             send.append((sid, q.packet(P.DIFF, committed)))
             self._send_history(sid, peer, committed, send)
         elif mode == "trunc":
-            point = min(self._floor(peer) if peer < committed else committed, committed)
+            point = min(source.floor(peer) if peer < committed else committed, committed)
             send.append((sid, q.packet(P.TRUNC, point)))
             self._send_history(sid, point, committed, send)
         else:
@@ -407,59 +382,17 @@ class Leader:
         log.info("event=sync_learner sid=%d mode=%s peer_zxid=0x%x leader_zxid=0x%x", sid, mode,
                  peer, committed)
         if not li.observer:  # an observer hears of a txn once it commits (INFORM)
-            for txn in self._outstanding:
+            for txn in self.outstanding:
                 send.append((sid, q.packet(P.PROPOSAL, txn.zxid, encode_proposal(txn))))
         send.append((sid, q.packet(P.NEWLEADER, make_zxid(self.epoch, 0), self.config_bytes)))
         li.phase = "newleader"
         li.forwarding = True
         li.acked = max(li.acked, 0)
 
-    def _sync_mode(self, peer: int) -> str:
-        committed = self.last_committed_zxid
-        if peer == committed:
-            return "diff"
-        h = self.history
-        if h is None:
-            return "snap"
-        if peer > committed:
-            # A zxid that only opens an epoch (counter 0) is in no log: a server that led
-            # that epoch and wrote nothing says it. ZooKeeper sends it a SNAP, not a TRUNC
-            # (LearnerHandler.syncFollower's isPeerNewEpochZxid), which a ZooKeeper with no
-            # txn log cannot obey: it exits ("No log files found to truncate").
-            return "snap" if peer & COUNTER_MASK == 0 else "trunc"
-        first = h.first_zxid()
-        if first is None and self._committed:
-            first = self._committed[0].zxid
-        if first is None or peer < first:
-            return "snap"
-        return "diff" if self._contains(peer) else "trunc"
-
-    def _contains(self, zxid: int) -> bool:
-        mem = self._committed
-        if mem and mem[0].zxid <= zxid:
-            i = bisect_right(mem, zxid, key=_ZXID_OF)
-            return i > 0 and mem[i - 1].zxid == zxid
-        return self.history.contains(zxid)
-
-    def _floor(self, zxid: int) -> int:
-        mem = self._committed
-        if mem and mem[0].zxid <= zxid:
-            return mem[bisect_right(mem, zxid, key=_ZXID_OF) - 1].zxid
-        return self.history.floor(zxid)
-
-    def _history(self, after: int, upto: int) -> list[Txn]:
-        """Committed txns in (after, upto]: the durable log up to where the in-memory
-        committed log starts, which holds every committed txn not yet durable here."""
-        mem = self._committed
-        start = mem[0].zxid if mem else upto + 1
-        txns = list(self.history.txns_between(after, min(upto, start - 1))) if after < start else []
-        txns += [t for t in mem if after < t.zxid <= upto]
-        return txns
-
     def _send_history(self, sid: int, after: int, upto: int, send: list) -> None:
         if after >= upto:
             return
-        for txn in self._history(after, upto):
+        for txn in self.committed_log.between(after, upto):
             data = encode_proposal(txn)
             send.append((sid, q.packet(P.PROPOSAL, txn.zxid, data)))
             send.append((sid, q.packet(P.COMMIT, txn.zxid)))
@@ -477,7 +410,7 @@ class Leader:
         """Txns the leader's prep built, in zxid order (one loop turn's worth): persist
         them here and send them to every follower that is past its sync."""
         assert self.established, "a leader proposes only once a quorum has synced"
-        outstanding = self._outstanding
+        outstanding = self.outstanding
         assert txns[0].zxid > (outstanding[-1].zxid if outstanding else self.last_committed_zxid)
         outstanding.extend(txns)
         if self.reconfig_enabled:
@@ -530,7 +463,7 @@ class Leader:
         return 0
 
     def _commit_upto(self, zxid: int) -> Effects:
-        outstanding = self._outstanding
+        outstanding = self.outstanding
         if not outstanding or zxid < outstanding[0].zxid or not self.allowed_to_commit:
             return Effects()
         reconfig = self._reconfig_zxid
@@ -541,21 +474,18 @@ class Leader:
         del outstanding[:i]
         self.last_committed_zxid = committed[-1].zxid
         if self._keep_committed:
-            mem = self._committed
-            mem.extend(committed)
-            durable = self.last_logged_zxid
-            while len(mem) > COMMIT_LOG_COUNT and mem[0].zxid <= durable:
-                mem.popleft()
+            self.committed_log.add(committed, self.last_logged_zxid)
         if not self.learners:
             return Effects(deliver=committed)
         send = []
         commits = informs = None
-        gates = self._sync_gates() if self._quorum_syncs else {}
+        qs = self.quorum_syncs
+        gates = qs.gates() if qs is not None else None  # None: nothing held
         for li in self.learners.values():
             if not li.forwarding:
                 continue
-            if li.sid in gates or li.sid in self._held:
-                self._hold(li, committed, gates.get(li.sid), send)
+            if gates is not None and (li.sid in gates or li.sid in qs.held):
+                qs.hold(li, committed, gates.get(li.sid), send)
             elif li.observer:
                 if informs is None:
                     informs = b"".join([q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
@@ -567,8 +497,8 @@ class Leader:
                 send.append((li.sid, commits))
         self._answer_pending_syncs(send)
         fx = Effects(send=send, deliver=committed)
-        if self._quorum_syncs:
-            self._answer_quorum_syncs(fx)
+        if qs is not None and qs.waiting:
+            qs.answer(fx)
         return fx
 
     def _commit_reconfig(self, reconfig_zxid: int) -> Effects:
@@ -576,15 +506,15 @@ class Leader:
         INFORMANDACTIVATE) with the designated leader; then what else a quorum of the new
         config has, if we still lead it (Leader.tryToCommit, processAck's loop)."""
         before = self._commit_upto(reconfig_zxid - 1) if (
-            self._outstanding[0].zxid < reconfig_zxid) else Effects()
-        txn = self._outstanding.pop(0)
+            self.outstanding[0].zxid < reconfig_zxid) else Effects()
+        txn = self.outstanding.pop(0)
         assert txn.zxid == reconfig_zxid
         new = self.last_seen
         acked = [self.my_sid] + [li.sid for li in self.learners.values()
                                  if li.forwarding and not li.observer and li.acked >= txn.zxid]
         self.last_committed_zxid = txn.zxid
         if self._keep_committed:
-            self._committed.append(txn)
+            self.committed_log.add([txn], self.last_logged_zxid)
         self._reconfig_zxid = 0
         designated = self._activate(new, acked, before)
         data = q.long_payload(designated)
@@ -595,19 +525,20 @@ class Leader:
         def packet_of(li: LearnerInfo, _t: Txn) -> bytes:
             return inform if li.observer else activate
 
-        gates = self._sync_gates() if self._quorum_syncs else {}
+        qs = self.quorum_syncs
+        gates = qs.gates() if qs is not None else None
         for li in self.learners.values():
             if not li.forwarding:
                 continue
-            if li.sid in gates or li.sid in self._held:  # behind its SYNC, as any COMMIT
-                self._hold(li, [txn], gates.get(li.sid), before.send, packet_of)
+            if gates is not None and (li.sid in gates or li.sid in qs.held):
+                qs.hold(li, [txn], gates.get(li.sid), before.send, packet_of)  # as any COMMIT
             else:
                 before.send.append((li.sid, packet_of(li, txn)))
         before.deliver = [*before.deliver, txn]
         self._answer_pending_syncs(before.send)
-        if self._quorum_syncs:
-            self._answer_quorum_syncs(before)
-        if self.allowed_to_commit and self._outstanding:
+        if qs is not None and qs.waiting:
+            qs.answer(before)
+        if self.allowed_to_commit and self.outstanding:
             more = self._commit_upto(self._quorum_acked())
             before.send += more.send
             before.deliver += more.deliver
@@ -648,9 +579,9 @@ class Leader:
         with quorumSync, also once a quorum confirmed a round started after it arrived.
         With quorumSync our own pipeline may ask too (sid = my_sid): answered as
         Effects.synced, in the order asked, instead of a SYNC packet."""
-        if self.quorum_sync:
-            return self._quorum_sync_request(sid)
-        if not self._outstanding:
+        if self.quorum_syncs is not None:
+            return self.quorum_syncs.request(sid)
+        if not self.outstanding:
             return Effects(send=[(sid, q.packet(P.SYNC, 0))])
         self._pending_syncs.setdefault(self.last_proposed_zxid, []).append(sid)
         return Effects()
@@ -658,122 +589,8 @@ class Leader:
     @property
     def pending_sync_count(self) -> int:
         """Syncs not yet answered (mntr's zk_pending_syncs), with quorumSync's too."""
-        return sum(len(v) for v in self._pending_syncs.values()) + len(self._quorum_syncs)
-
-    # -- quorumSync: leadership confirmed by a quorum round (etcd's ReadIndex) ----------
-
-    def _quorum_sync_request(self, sid: int) -> Effects:
-        """The sync waits for the next round: one started after it arrived. With no round
-        unanswered that round starts now; else when the one in flight is confirmed (or at
-        the next tick), so the syncs arriving meanwhile share one round."""
-        zxid = self.last_proposed_zxid if self._outstanding else self.last_committed_zxid
-        self._quorum_syncs.append((sid, zxid, self._round + 1))
-        fx = Effects()
-        if self._round_confirmed == self._round:
-            self._start_round(fx)
-        return fx
-
-    def _start_round(self, fx: Effects) -> None:
-        """PING every learner past its sync (what the tick sends, and learners answer
-        without side effects, ZooKeeper's included); the round counts its answers."""
-        self._round += 1
-        ping = q.packet(P.PING, self.last_proposed_zxid)
-        mute = []
-        for li in self.learners.values():
-            if li.phase == "uptodate":
-                if len(li.pings) >= PINGS_UNANSWERED_MAX:
-                    mute.append(li.sid)
-                    continue
-                fx.send.append((li.sid, ping))
-                li.pings.append(self._round)
-        for sid in mute:
-            log.warning("event=learner_answers_no_ping sid=%d unanswered=%d", sid,
-                        PINGS_UNANSWERED_MAX)
-            self.gone(sid)
-        if mute:
-            fx.disconnect = [*fx.disconnect, *mute]
-        if self._has_quorums((self.my_sid,)):
-            self._confirm(self._round, fx)
-
-    def _try_confirm(self, fx: Effects) -> None:
-        """The newest round a quorum of voters has answered (each answers in order)."""
-        answered = sorted(((li.confirmed, li.sid) for li in self.learners.values()
-                           if not li.observer and li.phase == "uptodate"), reverse=True)
-        sids = [self.my_sid]
-        for confirmed, sid in answered:
-            sids.append(sid)
-            if self._has_quorums(sids):
-                if confirmed > self._round_confirmed:
-                    self._confirm(confirmed, fx)
-                return
-
-    def _confirm(self, r: int, fx: Effects) -> None:
-        self._round_confirmed = r
-        self._answer_quorum_syncs(fx)
-        if self._quorum_syncs and self._quorum_syncs[-1][2] > self._round:
-            self._start_round(fx)  # syncs that arrived while this round was in flight
-
-    def _answer_quorum_syncs(self, fx: Effects) -> None:
-        waiting = self._quorum_syncs
-        committed = self.last_committed_zxid
-        ours = 0
-        while waiting and waiting[0][2] <= self._round_confirmed and waiting[0][1] <= committed:
-            sid = waiting.popleft()[0]
-            if sid == self.my_sid:
-                ours += 1
-                continue
-            fx.send.append((sid, q.packet(P.SYNC, 0)))
-            if sid in self._held:  # what it held follows this SYNC, up to its next sync
-                gate = next((z for s, z, _ in waiting if s == sid), None)
-                self._release(sid, gate, fx.send)
-        if ours:
-            fx.synced += ours
-
-    def _sync_gates(self) -> dict[int, int]:
-        """Per learner, the zxid of its oldest sync still waiting: the COMMITs it may be sent
-        before that SYNC are those of txns up to it (proposed before the sync arrived)."""
-        gates: dict[int, int] = {}
-        for sid, zxid, _ in self._quorum_syncs:
-            gates.setdefault(sid, zxid)
-        return gates
-
-    def _hold(self, li: LearnerInfo, committed: list[Txn], gate: int | None,
-              send: list, packet_of=None) -> None:
-        """A learner with a sync waiting: send the COMMITs up to its gate, hold the rest
-        (all of them once one is held: they leave in zxid order). With none waiting, what it
-        still holds leaves first. packet_of(li, txn): a reconfig's ACTIVATE packet."""
-        held = self._held.setdefault(li.sid, [])
-        now = []
-        if gate is None:  # none waiting (its last SYNC was sent): what it held goes first
-            now += [pkt for _, pkt in held]
-            held.clear()
-        for t in committed:
-            if packet_of is not None:
-                pkt = packet_of(li, t)
-            elif li.observer:
-                pkt = q.data_packet_bytes(_INFORM, t.zxid, encode_proposal(t))
-            else:
-                pkt = q.bare_packet_bytes(_COMMIT, t.zxid)
-            if held or (gate is not None and t.zxid > gate):
-                held.append((t.zxid, pkt))
-            else:
-                now.append(pkt)
-        if now:
-            send.append((li.sid, b"".join(now)))
-        if not held:
-            del self._held[li.sid]
-
-    def _release(self, sid: int, gate: int | None, send: list) -> None:
-        """Its SYNC is sent: the held COMMITs up to its next sync's gate follow it."""
-        held = self._held.get(sid)
-        if not held:
-            return
-        n = len(held) if gate is None else sum(1 for z, _ in held if z <= gate)
-        if n:
-            send.append((sid, b"".join(pkt for _, pkt in held[:n])))
-            del held[:n]
-        if not held:
-            del self._held[sid]
+        waiting = len(self.quorum_syncs) if self.quorum_syncs is not None else 0
+        return sum(len(v) for v in self._pending_syncs.values()) + waiting
 
     # -- time -------------------------------------------------------------------------
 
@@ -797,14 +614,14 @@ class Leader:
             self.gone(sid)
         if silent:
             fx.disconnect = silent
-        if self.quorum_sync:
-            self._start_round(fx)
+        if self.quorum_syncs is not None:
+            self.quorum_syncs.start_round(fx)
         else:
             ping = q.packet(P.PING, self.last_proposed_zxid)
             fx.send = [(li.sid, ping) for li in self.learners.values() if li.phase == "uptodate"]
         synced = [self.my_sid] + [li.sid for li in self.learners.values()
                                   if not li.observer and li.phase == "uptodate"]
-        if not self._has_quorums(synced):
+        if not self.has_quorums(synced):
             fx.abandon = f"not sufficient followers synced, only {sorted(synced)}"
         elif not self.allowed_to_commit and not any(
                 li.phase == "uptodate" for li in self.learners.values()):
