@@ -64,6 +64,7 @@ def build_standalone(config: Config) -> ServerContext:
 def _build(config: Config) -> ServerContext:
     datadir = DataDir(config.data_dir, config.data_log_dir, sync=config.force_sync)
     tree = datadir.recover()
+    datadir.snapshots.reopen()  # unmaps the snapshot LevelDB read (else it stays in RSS)
     tree.set_digest_enabled(config.digest_enabled)  # zookeeper.digest.enabled
     gc.freeze()  # the recovered tree is long-lived: keep it out of every full collection
     snapshotter = Snapshotter(tree, datadir, config.snap_count, config.snap_retain_count,

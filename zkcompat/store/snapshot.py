@@ -137,10 +137,19 @@ class SnapshotWriter:
 class SnapshotStore:
     def __init__(self, path: Path):
         path.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self.db = plyvel.DB(str(path), create_if_missing=True)
 
     def close(self) -> None:
         self.db.close()
+
+    def reopen(self) -> None:
+        """Close and open the store again, only while nothing else uses it. LevelDB reads
+        its tables through mmap and keeps them mapped while they stay in its table cache,
+        so after a load every page of the snapshot counts in the process's RSS (1.2 GB
+        beside a 1.6 GB tree of a million 1 KB znodes); closing unmaps them."""
+        self.db.close()
+        self.db = plyvel.DB(str(self.path), create_if_missing=True)
 
     def zxids(self) -> list[int]:
         """Start zxids of complete snapshots, newest first."""

