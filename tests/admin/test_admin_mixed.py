@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
 from zkcompat.cli import ensemble as ensemble_cmd
-from zkcompat.cli import launch
+from zkcompat.cli import ensemble_state, launch
 
 from .conftest import SERVLET_API_JAR, http_get
 
@@ -57,7 +57,7 @@ SAME_FOR_FOLLOWERS = (
 
 
 class Member:
-    def __init__(self, m: ensemble_cmd.Member):
+    def __init__(self, m: ensemble_state.Member):
         self.m = m
         self.sid = m.sid
         self.kind = m.kind
@@ -79,7 +79,7 @@ def _start(ens, members, sids, modes=SERVING) -> None:
     for sid in sids:
         m = ens.members[sid]
         m.pid = ensemble_cmd._spawn(m.kind, m)
-        ensemble_cmd.save_state(Path(m.data_dir).parent, ens)
+        ensemble_state.save_state(Path(m.data_dir).parent, ens)
     why = ensemble_cmd._wait_serving([ens.members[s] for s in sids], modes, START_TIMEOUT_S)
     assert not why, why
 

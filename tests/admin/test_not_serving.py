@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from conformance_tests.servers import HOST, free_port
 from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import launch
+from zkcompat.cli.ensemble_state import Member, save_state
 from zkcompat.server.admin import NOT_SERVING
 from zkcompat.server.adminhttp import BY_NAME
 
@@ -62,7 +63,7 @@ class Lone:
 
     kind: str
     directory: Path
-    member: ensemble_cmd.Member
+    member: Member
     admin_port: int
 
     def send(self, data: bytes) -> tuple[bytes, float]:
@@ -106,7 +107,7 @@ def _start_lone(directory: Path, kind: str) -> Lone:
     with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
                            (*launch.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
         m.pid = ensemble_cmd._spawn(m.kind, m)
-    ensemble_cmd.save_state(directory, ens)
+    save_state(directory, ens)
     lone = Lone(kind, directory, m, admin_port)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:  # up once both ports take connections: the AdminServer answers gtmk

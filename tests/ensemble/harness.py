@@ -20,6 +20,7 @@ from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli.ensemble_state import Member, load_state
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ENSEMBLE_ARGV = [sys.executable, "-m", "zkcompat", "ensemble"]
@@ -169,7 +170,7 @@ class Ensemble:
     def close(self) -> None:
         for client in self.clients:
             close_client(client)
-        state = ensemble_cmd.load_state(self.dir)
+        state = load_state(self.dir)
         if state is None:
             return
         for m in state.members.values():  # a stopped process would sit out SIGTERM's grace
@@ -177,18 +178,18 @@ class Ensemble:
                 os.kill(m.pid, signal.SIGCONT)
         subprocess.run([*ENSEMBLE_ARGV, "stop", "--dir", str(self.dir)], capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, env=_env())
-        for m in ensemble_cmd.load_state(self.dir).members.values():
+        for m in load_state(self.dir).members.values():
             if ensemble_cmd.is_ours(m.pid, m.cfg):
                 os.kill(m.pid, signal.SIGKILL)
 
     # state
 
-    def members(self) -> dict[int, ensemble_cmd.Member]:
-        state = ensemble_cmd.load_state(self.dir)
+    def members(self) -> dict[int, Member]:
+        state = load_state(self.dir)
         assert state is not None, f"no ensemble in {self.dir}"
         return state.members
 
-    def member(self, sid: int) -> ensemble_cmd.Member:
+    def member(self, sid: int) -> Member:
         return self.members()[sid]
 
     @property
