@@ -23,6 +23,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli.ensemble_process import START_MODES, is_ours, spawn, wait_serving
 from zkcompat.cli.ensemble_state import Ensemble, Member, load_state, save_state, update_member
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ def _cleanup(directory: Path) -> None:
                    timeout=COMMAND_TIMEOUT_S)
     state = load_state(directory)
     for m in state.members.values() if state else ():
-        if ensemble_cmd.is_ours(m.pid, m.cfg):
+        if is_ours(m.pid, m.cfg):
             os.kill(m.pid, signal.SIGKILL)
 
 
@@ -269,7 +270,7 @@ def test_only_recorded_processes_of_ours_are_signalled(tmp_path):
                 cfg=str(directory / f"zoo{sid}.cfg"), data_dir=str(directory / str(sid)),
                 pid=bystander.pid)
         save_state(directory, ens)
-        assert not ensemble_cmd.is_ours(bystander.pid, ens.members[1].cfg)
+        assert not is_ours(bystander.pid, ens.members[1].cfg)
         _run(directory, "kill", "1")
         _run(directory, "stop-server", "2")
         _run(directory, "stop")
@@ -453,9 +454,9 @@ def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
                    "4lw.commands.whitelist=*\n")
     member = Member(1, port, 0, 0, cfg=str(cfg), data_dir=str(data_dir))
     for _ in range(3):
-        member.pid = ensemble_cmd._spawn("zkcompat", member)
+        member.pid = spawn("zkcompat", member)
         try:
-            assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 60.0) == {}
+            assert wait_serving([member], START_MODES, 60.0) == {}
         finally:
             os.kill(member.pid, signal.SIGKILL)
             os.waitpid(member.pid, 0)
@@ -464,6 +465,6 @@ def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
     gone.wait()
     member.pid = gone.pid
     started = time.monotonic()
-    assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 30.0) == {
+    assert wait_serving([member], START_MODES, 30.0) == {
         1: "process exited"}
     assert time.monotonic() - started < 5.0

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from conformance_tests.servers import HOST, free_port
 from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import ensemble_state
+from zkcompat.cli.ensemble_process import spawn, stop_members, wait_serving
 
 from .conftest import PROMETHEUS_PROVIDER, http_get
 from .test_metrics import scrape, value
@@ -62,14 +63,13 @@ def ensemble(tmp_path_factory) -> Iterator[tuple[ensemble_state.Ensemble, list[M
     ensemble_cmd._write_files(ens)
     try:
         for m in ens.members.values():
-            m.pid = ensemble_cmd._spawn(m.kind, m)
+            m.pid = spawn(m.kind, m)
             ensemble_state.save_state(directory, ens)
-        why = ensemble_cmd._wait_serving(list(ens.members.values()), SERVING_MODES,
-                                         START_TIMEOUT_S)
+        why = wait_serving(list(ens.members.values()), SERVING_MODES, START_TIMEOUT_S)
         assert not why, why
         yield ens, [Member(m) for m in ens.members.values()]
     finally:
-        left = ensemble_cmd._stop(list(ens.members.values()))
+        left = stop_members(list(ens.members.values()))
         assert not left, left
 
 

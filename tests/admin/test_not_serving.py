@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from conformance_tests.servers import HOST, free_port
 from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import launch
+from zkcompat.cli.ensemble_process import is_ours, port_refuses, spawn, stop_members
 from zkcompat.cli.ensemble_state import Member, save_state
 from zkcompat.server.admin import NOT_SERVING
 from zkcompat.server.adminhttp import BY_NAME
@@ -106,18 +107,18 @@ def _start_lone(directory: Path, kind: str) -> Lone:
     m = ens.members[1]
     with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
                            (*launch.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
-        m.pid = ensemble_cmd._spawn(m.kind, m)
+        m.pid = spawn(m.kind, m)
     save_state(directory, ens)
     lone = Lone(kind, directory, m, admin_port)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:  # up once both ports take connections: the AdminServer answers gtmk
         time.sleep(0.2)  # /proc/PID/cmdline reads empty while the process still execs
         try:
-            if lone.admin("gtmk")[0] == 200 and not ensemble_cmd._port_refuses(m.client_port):
+            if lone.admin("gtmk")[0] == 200 and not port_refuses(m.client_port):
                 return lone
         except OSError:
             pass
-        assert ensemble_cmd.is_ours(m.pid, m.cfg), f"{kind} exited:\n{m.log_path.read_text()}"
+        assert is_ours(m.pid, m.cfg), f"{kind} exited:\n{m.log_path.read_text()}"
         assert time.monotonic() < deadline, f"{kind} not up:\n{m.log_path.read_text()}"
 
 
@@ -129,7 +130,7 @@ def lone(tmp_path_factory) -> Iterator[dict[str, Lone]]:
             started.append(_start_lone(tmp_path_factory.mktemp(f"lone-{kind}").resolve(), kind))
         yield {s.kind: s for s in started}
     finally:
-        left = ensemble_cmd._stop([s.member for s in started])
+        left = stop_members([s.member for s in started])
         assert not left, left
 
 

@@ -6,17 +6,29 @@ D/ensemble.json records each server's ports, zoo.cfg and PID; a PID is signalled
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
+from zkcompat.cli.ensemble_process import (
+    FOUR_LETTER_TIMEOUT_S,
+    GONE_TIMEOUT_S,
+    POLL_S,
+    RESTART_MODES,
+    START_MODES,
+    is_ours,
+    port_refuses,
+    send_signal,
+    server_mode,
+    spawn,
+    stop_members,
+    wait_serving,
+    wait_until,
+)
 from zkcompat.cli.ensemble_state import (
     HOST,
     STATE_FILE,
@@ -27,45 +39,19 @@ from zkcompat.cli.ensemble_state import (
     save_state,
     update_member,
 )
-from zkcompat.cli.launch import (
-    BASE_CFG,
-    ENSEMBLE_CFG,
-    ZOOKEEPER_HEAP_MAX,
-    ZOOKEEPER_QUORUM_MAIN,
-    zookeeper_classpath,
-)
-from zkcompat.config.sysprops import jvm_flags
+from zkcompat.cli.launch import BASE_CFG, ENSEMBLE_CFG
 
 # --addresses: every server on HOST, or server K alone on 127.0.0.K (its client, quorum,
 # election and admin ports all bound there), so that a firewall rule can tell servers apart
 # by address (tests/nemesis cuts the links between them with nftables).
 ADDRESS_LAYOUTS = ("same", "spread")
 KINDS = ("zkcompat", "zookeeper")
-# What `srvr` says once a server serves clients (ZooKeeper's QuorumPeer.ServerState names,
-# "read-only" for a ReadOnlyZooKeeperServer); `start-server` wants it back in the ensemble.
-START_MODES = frozenset({"leader", "follower", "observer", "read-only", "standalone"})
-RESTART_MODES = START_MODES - {"standalone"}
 START_TIMEOUT_S = 120.0  # three JVMs electing a leader on a loaded 2-core box
-STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
-GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
-POLL_S = 0.25
-FOUR_LETTER_TIMEOUT_S = 2.0
 CONFIG_NODE = "/zookeeper/config"
-# srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
-NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
 # Each server has a client, a quorum, an election and an AdminServer port; with --base-port
 # P and N servers, each kind is a run of N ports: clients P.., quorum P+N.., and so on.
 PORTS_PER_SERVER = 4
 PORT_MAX = 65535
-ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-_LOG4J_CONSOLE = """\
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n
-"""
 
 
 # -- state --------------------------------------------------------------------------------
@@ -84,128 +70,6 @@ def _member(ensemble: Ensemble, sid: int) -> Member:
         raise click.ClickException(f"no server.{sid} in this ensemble (servers "
                                    f"{', '.join(map(str, ensemble.members))})")
     return ensemble.members[sid]
-
-
-# -- processes: only ours, by PID -----------------------------------------------------------
-
-
-def is_ours(pid: int | None, cfg: str) -> bool:
-    """The PID runs, is no zombie, and its command line names this server's zoo.cfg."""
-    if pid is None:
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[-1].split()[0]  # comm, in parentheses, may hold spaces
-    return state not in ("Z", "X") and os.fsencode(cfg) in cmdline
-
-
-def exited(pid: int | None) -> bool:
-    """The process is gone, or a zombie. For a server this command just spawned (its child,
-    so the PID cannot be reused), unlike is_ours: right after Popen returns,
-    /proc/PID/cmdline can still be empty, since the kernel wakes the vfork parent before the
-    new program's arguments are in place."""
-    if pid is None:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
-
-
-def _signal(member: Member, sig: signal.Signals) -> bool:
-    """Send sig to the member's recorded PID if it is still our process."""
-    if not is_ours(member.pid, member.cfg):
-        return False
-    try:
-        os.kill(member.pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-
-
-def _port_refuses(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return False
-    except OSError:
-        return True
-
-
-def _stop(members: list[Member], grace_s: float = STOP_GRACE_S) -> list[Member]:
-    """SIGTERM, wait, SIGKILL the rest, then wait for their client ports to close.
-    Returns the members that could not be brought down."""
-    for m in members:
-        _signal(m, signal.SIGTERM)
-    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), grace_s)
-    for m in members:
-        if _signal(m, signal.SIGKILL):
-            click.echo(f"server.{m.sid}: no exit {grace_s:.0f}s after SIGTERM, sent SIGKILL",
-                       err=True)
-    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), GONE_TIMEOUT_S)
-    _wait_until(lambda: all(_port_refuses(m.client_port, m.host) for m in members),
-                GONE_TIMEOUT_S)
-    return [m for m in members
-            if is_ours(m.pid, m.cfg) or not _port_refuses(m.client_port, m.host)]
-
-
-# -- four-letter words -----------------------------------------------------------------------
-
-
-def server_mode(port: int, host: str = HOST) -> str | None:
-    """The Mode line of `srvr`, "not serving" if the server says so, or None if it does not
-    answer one."""
-    try:
-        with socket.create_connection((host, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
-            s.sendall(b"srvr")
-            chunks = []
-            while chunk := s.recv(65536):
-                chunks.append(chunk)
-    except OSError:
-        return None
-    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-        if line.startswith("Mode: "):
-            return line[len("Mode: "):].strip()
-        if line == NOT_SERVING:
-            return "not serving"
-    return None
-
-
-def _wait_serving(members: list[Member], modes: frozenset[str],
-                  timeout_s: float) -> dict[int, str]:
-    """Wait until each member's srvr says one of `modes`; returns why each of those that
-    did not, did not (empty when all serve). Stops early once the rest have exited."""
-    pending = {m.sid: m for m in members}
-    why = {sid: "no answer to srvr" for sid in pending}
-    deadline = time.monotonic() + timeout_s
-    while pending and time.monotonic() < deadline:
-        for sid, m in list(pending.items()):
-            mode = server_mode(m.client_port, m.host)
-            if mode in modes:
-                del pending[sid]
-                why.pop(sid)
-            elif exited(m.pid):
-                why[sid] = "process exited"
-            elif mode is not None:
-                why[sid] = f"Mode: {mode}"
-        if pending and all(why[sid] == "process exited" for sid in pending):
-            break
-        if pending:
-            time.sleep(POLL_S)
-    return why
 
 
 # -- configuration and start ------------------------------------------------------------------
@@ -342,32 +206,6 @@ def _write_files(ensemble: Ensemble, members: list[Member] | None = None) -> Non
         cfg.write_text(_cfg_text(ensemble, m))
 
 
-def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
-    env = dict(os.environ)
-    if kind == "zookeeper":
-        log4j = Path(member.data_dir) / "log4j.properties"
-        log4j.write_text(_LOG4J_CONSOLE)
-        # zkServer.sh runs java with JVMFLAGS="$SERVER_JVMFLAGS $JVMFLAGS" (a JAAS file, a
-        # heap size), after our defaults so that they win; zkcompat servers inherit both
-        # variables and read their -D flags the same way (config/sysprops.py).
-        flags = jvm_flags(env)
-        return ["java", ZOOKEEPER_HEAP_MAX, ZOOKEEPER_GC, f"-Dlog4j.configuration=file:{log4j}",
-                "-Dzookeeper.jmx.log4j.disable=true", *flags, "-cp", zookeeper_classpath(),
-                ZOOKEEPER_QUORUM_MAIN, member.cfg], env
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return [sys.executable, "-m", "zkcompat", "serve", "--config", member.cfg], env
-
-
-def _spawn(kind: str, member: Member) -> int:
-    """Start the server detached (its own session, output to its server.log); its PID."""
-    argv, env = _command(kind, member)
-    with open(member.log_path, "ab") as out:
-        popen = subprocess.Popen(argv, cwd=member.data_dir, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return popen.pid  # never waited for here: the server outlives this command
-
-
 def _prepare(directory: Path, size: int, kind: str, settings: dict,
              observers: int = 0, base_port: int | None = None,
              addresses: str = "same") -> Ensemble:
@@ -397,7 +235,7 @@ def _serving_or_exit(ens: Ensemble, members: list[Member], modes: frozenset[str]
                      timeout_s: float) -> None:
     """Return once every member serves in one of `modes`; else name those that did not
     and exit 1."""
-    why = _wait_serving(members, modes, timeout_s)
+    why = wait_serving(members, modes, timeout_s)
     if why:
         _report_failures(ens, why, timeout_s)
         raise SystemExit(1)
@@ -480,7 +318,7 @@ def start(size: str, directory: Path, kind: str, timeout_s: float,
                    addresses)
     _write_files(ens)
     for m in ens.members.values():
-        m.pid = _spawn(m.kind, m)
+        m.pid = spawn(m.kind, m)
         save_state(directory, ens)  # recorded at once: `stop` can end it whatever follows
     _serving_or_exit(ens, list(ens.members.values()), START_MODES, timeout_s)
     click.echo(f"connect: {ens.connect_string}")
@@ -501,10 +339,10 @@ def status(directory: Path) -> None:
 def kill(sid: int, directory: Path) -> None:
     """SIGKILL server SID, as a crash would."""
     m = _member(_require_state(_absolute(directory)), sid)
-    if not _signal(m, signal.SIGKILL):
+    if not send_signal(m, signal.SIGKILL):
         click.echo(f"server.{sid} is not running", err=True)
         return
-    if not _wait_until(lambda: not is_ours(m.pid, m.cfg), GONE_TIMEOUT_S):
+    if not wait_until(lambda: not is_ours(m.pid, m.cfg), GONE_TIMEOUT_S):
         raise click.ClickException(f"server.{sid} (pid {m.pid}) survived SIGKILL")
 
 
@@ -514,7 +352,7 @@ def kill(sid: int, directory: Path) -> None:
 def stop_server(sid: int, directory: Path) -> None:
     """Stop server SID (SIGTERM); return once its client port refuses connections."""
     m = _member(_require_state(_absolute(directory)), sid)
-    if _stop([m]):
+    if stop_members([m]):
         raise click.ClickException(f"server.{sid} is still up (pid {m.pid}, {m.address})")
 
 
@@ -536,12 +374,12 @@ def start_server(sid: int, directory: Path, timeout_s: float, kind: str | None) 
     m = _member(ens, sid)
     if is_ours(m.pid, m.cfg):
         raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
-    if not _port_refuses(m.client_port, m.host):
+    if not port_refuses(m.client_port, m.host):
         raise click.ClickException(f"{m.address} is taken by another process")
     if kind is not None and kind != m.kind:
         m.kind = kind
         update_member(directory, sid, kind=kind)
-    m.pid = _spawn(m.kind, m)
+    m.pid = spawn(m.kind, m)
     record_pid(directory, sid, m.pid)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     click.echo(f"server.{sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
@@ -624,7 +462,7 @@ def add(sid: int, directory: Path, auth: str | None, observer: bool, kind: str,
                host=member_host("spread" if spread else "same", sid))
     ens.members[sid] = m
     _write_files(ens, [m])
-    m.pid = _spawn(m.kind, m)
+    m.pid = spawn(m.kind, m)
     save_state(directory, ens)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     if static:
@@ -652,7 +490,7 @@ def remove(sid: int, directory: Path, auth: str | None) -> None:
     others = [s for s in ens.members if s != sid]
     data = _reconfig(ens, others, auth, lambda d: not _names(d, sid), joining=None,
                      leaving=str(sid), new_members=None)
-    left = _stop([m])
+    left = stop_members([m])
     if left:
         raise click.ClickException(f"server.{sid} is out of the config but still up")
     del ens.members[sid]
@@ -665,6 +503,6 @@ def remove(sid: int, directory: Path, auth: str | None) -> None:
 def stop(directory: Path) -> None:
     """Stop every server (SIGTERM, then SIGKILL after a grace period), by PID."""
     ens = _require_state(_absolute(directory))
-    left = _stop(list(ens.members.values()))
+    left = stop_members(list(ens.members.values()))
     if left:
         raise click.ClickException("still up: " + ", ".join(f"server.{m.sid}" for m in left))
