@@ -22,7 +22,7 @@ import click
 import pytest
 from kazoo.client import KazooClient
 
-from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli.ensemble_plan import plan, prepare, write_files
 from zkcompat.cli.ensemble_process import START_MODES, is_ours, spawn, wait_serving
 from zkcompat.cli.ensemble_state import Ensemble, Member, load_state, save_state, update_member
 
@@ -396,17 +396,16 @@ def test_set_on_a_restart_is_added_to_what_each_server_had(tmp_path):
     new key in every zoo.cfg (written at each start)."""
     directory = tmp_path / "ensemble"
     directory.mkdir()
-    ens = ensemble_cmd._plan(directory, 3, "zookeeper,zookeeper,zkcompat", {"tickTime": "500"})
+    ens = plan(directory, 3, "zookeeper,zookeeper,zkcompat", {"tickTime": "500"})
     save_state(directory, ens)
-    again = ensemble_cmd._prepare(directory, 3, "zookeeper,zookeeper,zkcompat",
-                                  {"reconfigEnabled": "true"})
-    ensemble_cmd._write_files(again)
+    again = prepare(directory, 3, "zookeeper,zookeeper,zkcompat", {"reconfigEnabled": "true"})
+    write_files(again)
     for m in again.members.values():
         assert m.settings == {"tickTime": "500", "reconfigEnabled": "true"}
         cfg = Path(m.cfg).read_text().splitlines()
         assert "tickTime=500" in cfg and "reconfigEnabled=true" in cfg, cfg
     with pytest.raises(click.ClickException, match="3-server zookeeper,zookeeper,zkcompat"):
-        ensemble_cmd._prepare(directory, 3, "zkcompat", {})
+        prepare(directory, 3, "zkcompat", {})
 
 
 def test_start_server_kind_replaces_a_server_with_the_other_kind(tmp_path):
@@ -415,12 +414,12 @@ def test_start_server_kind_replaces_a_server_with_the_other_kind(tmp_path):
     replaces every server of running ensembles so.)"""
     directory = tmp_path / "ensemble"
     directory.mkdir()
-    save_state(directory, ensemble_cmd._plan(directory, 3, "zookeeper", {}))
+    save_state(directory, plan(directory, 3, "zookeeper", {}))
     update_member(directory, 1, kind="zkcompat")
     state = load_state(directory)
     assert [m.kind for m in state.members.values()] == ["zkcompat", "zookeeper", "zookeeper"]
     assert state.kind == "zkcompat,zookeeper,zookeeper"
-    ensemble_cmd._prepare(directory, 3, "zkcompat,zookeeper,zookeeper", {})
+    prepare(directory, 3, "zkcompat,zookeeper,zookeeper", {})
     for sid in (2, 3):
         update_member(directory, sid, kind="zkcompat")
     assert load_state(directory).kind == "zkcompat"

@@ -17,8 +17,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import ensemble_state
+from zkcompat.cli.ensemble_plan import plan, write_files
 from zkcompat.cli.ensemble_process import spawn, stop_members, wait_serving
 
 from .conftest import PROMETHEUS_PROVIDER, http_get
@@ -54,13 +54,13 @@ class Member:
 @pytest.fixture(scope="module")
 def ensemble(tmp_path_factory) -> Iterator[tuple[ensemble_state.Ensemble, list[Member]]]:
     directory = Path(tmp_path_factory.mktemp("admin_ensemble")).resolve()
-    ens = ensemble_cmd._plan(directory, VOTERS, "zkcompat", {}, observers=OBSERVERS)
+    ens = plan(directory, VOTERS, "zkcompat", {}, observers=OBSERVERS)
     for m in ens.members.values():
         m.settings = {"admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": free_port(),
                       "metricsProvider.className": PROMETHEUS_PROVIDER,
                       "metricsProvider.httpHost": HOST, "metricsProvider.httpPort": free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     try:
         for m in ens.members.values():
             m.pid = spawn(m.kind, m)

@@ -22,8 +22,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import ensemble_state, launch
+from zkcompat.cli.ensemble_plan import plan, write_files
 from zkcompat.cli.ensemble_process import server_mode, spawn, stop_members, wait_serving
 
 from .conftest import SERVLET_API_JAR, http_get
@@ -114,11 +114,11 @@ def _agree(members: dict[int, Member]) -> None:
 def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
     """Every member's answers with zkcompat leading, then with ZooKeeper leading."""
     directory = Path(tmp_path_factory.mktemp("admin_mixed")).resolve()
-    ens = ensemble_cmd._plan(directory, 3, KINDS, {})
+    ens = plan(directory, 3, KINDS, {})
     for m in ens.members.values():
         m.settings = {**FAST, "admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     members = {sid: Member(m) for sid, m in ens.members.items()}
     try:
         with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",

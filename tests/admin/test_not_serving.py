@@ -27,8 +27,9 @@ import pytest
 from click.testing import CliRunner
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import launch
+from zkcompat.cli.ensemble import ensemble
+from zkcompat.cli.ensemble_plan import plan, write_files
 from zkcompat.cli.ensemble_process import is_ours, port_refuses, spawn, stop_members
 from zkcompat.cli.ensemble_state import Member, save_state
 from zkcompat.server.admin import NOT_SERVING
@@ -98,12 +99,12 @@ class Lone:
 
 
 def _start_lone(directory: Path, kind: str) -> Lone:
-    ens = ensemble_cmd._plan(directory, 3, kind, {})
+    ens = plan(directory, 3, kind, {})
     admin_port = free_port()
     for m in ens.members.values():
         m.settings = {**SETTINGS, "admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": admin_port if m.sid == 1 else free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     m = ens.members[1]
     with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
                            (*launch.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
@@ -237,8 +238,7 @@ def _same_error_page(path: str, zk: str, ours: str) -> None:
 
 def test_ensemble_status_says_not_serving(lone):
     for server in lone.values():
-        done = CliRunner().invoke(ensemble_cmd.ensemble, ["status", "--dir",
-                                                          str(server.directory)])
+        done = CliRunner().invoke(ensemble, ["status", "--dir", str(server.directory)])
         assert done.exit_code == 0, done.output
         modes = [line.split(" ", 2)[2] for line in done.output.splitlines()]
         assert modes == ["not serving", "down", "down"], (server.kind, done.output)
