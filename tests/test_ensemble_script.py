@@ -22,7 +22,9 @@ import click
 import pytest
 from kazoo.client import KazooClient
 
-from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli.ensemble_plan import plan, prepare, write_files
+from zkcompat.cli.ensemble_process import START_MODES, is_ours, spawn, wait_serving
+from zkcompat.cli.ensemble_state import Ensemble, Member, load_state, save_state, update_member
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "ensemble"
@@ -115,9 +117,9 @@ def _cleanup(directory: Path) -> None:
         return
     subprocess.run([str(SCRIPT), "stop", "--dir", str(directory)], capture_output=True,
                    timeout=COMMAND_TIMEOUT_S)
-    state = ensemble_cmd.load_state(directory)
+    state = load_state(directory)
     for m in state.members.values() if state else ():
-        if ensemble_cmd.is_ours(m.pid, m.cfg):
+        if is_ours(m.pid, m.cfg):
             os.kill(m.pid, signal.SIGKILL)
 
 
@@ -261,14 +263,14 @@ def test_only_recorded_processes_of_ours_are_signalled(tmp_path):
     directory.mkdir()
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        ens = ensemble_cmd.Ensemble("zkcompat")
+        ens = Ensemble("zkcompat")
         for sid in (1, 2, 3):
-            ens.members[sid] = ensemble_cmd.Member(
+            ens.members[sid] = Member(
                 sid, client_port=1, quorum_port=2, election_port=3,
                 cfg=str(directory / f"zoo{sid}.cfg"), data_dir=str(directory / str(sid)),
                 pid=bystander.pid)
-        ensemble_cmd.save_state(directory, ens)
-        assert not ensemble_cmd.is_ours(bystander.pid, ens.members[1].cfg)
+        save_state(directory, ens)
+        assert not is_ours(bystander.pid, ens.members[1].cfg)
         _run(directory, "kill", "1")
         _run(directory, "stop-server", "2")
         _run(directory, "stop")
@@ -374,7 +376,7 @@ def test_base_port_refuses_a_range_it_cannot_have(tmp_path):
     assert done.returncode != 0 and done.stdout == ""
     assert (f"port {base + 7} (server.2's election port) is in use; choose another "
             "--base-port") in done.stderr, done.stderr
-    state = ensemble_cmd.load_state(directory)
+    state = load_state(directory)
     assert state is None or all(m.pid is None for m in state.members.values())
     done = _run(directory, "start", "3", "--base-port", "65530", ok=False)
     assert done.returncode == 2 and "65524" in done.stderr, done.stderr  # 65535 - 12 + 1
@@ -394,17 +396,16 @@ def test_set_on_a_restart_is_added_to_what_each_server_had(tmp_path):
     new key in every zoo.cfg (written at each start)."""
     directory = tmp_path / "ensemble"
     directory.mkdir()
-    ens = ensemble_cmd._plan(directory, 3, "zookeeper,zookeeper,zkcompat", {"tickTime": "500"})
-    ensemble_cmd.save_state(directory, ens)
-    again = ensemble_cmd._prepare(directory, 3, "zookeeper,zookeeper,zkcompat",
-                                  {"reconfigEnabled": "true"})
-    ensemble_cmd._write_files(again)
+    ens = plan(directory, 3, "zookeeper,zookeeper,zkcompat", {"tickTime": "500"})
+    save_state(directory, ens)
+    again = prepare(directory, 3, "zookeeper,zookeeper,zkcompat", {"reconfigEnabled": "true"})
+    write_files(again)
     for m in again.members.values():
         assert m.settings == {"tickTime": "500", "reconfigEnabled": "true"}
         cfg = Path(m.cfg).read_text().splitlines()
         assert "tickTime=500" in cfg and "reconfigEnabled=true" in cfg, cfg
     with pytest.raises(click.ClickException, match="3-server zookeeper,zookeeper,zkcompat"):
-        ensemble_cmd._prepare(directory, 3, "zkcompat", {})
+        prepare(directory, 3, "zkcompat", {})
 
 
 def test_start_server_kind_replaces_a_server_with_the_other_kind(tmp_path):
@@ -413,15 +414,15 @@ def test_start_server_kind_replaces_a_server_with_the_other_kind(tmp_path):
     replaces every server of running ensembles so.)"""
     directory = tmp_path / "ensemble"
     directory.mkdir()
-    ensemble_cmd.save_state(directory, ensemble_cmd._plan(directory, 3, "zookeeper", {}))
-    ensemble_cmd.update_member(directory, 1, kind="zkcompat")
-    state = ensemble_cmd.load_state(directory)
+    save_state(directory, plan(directory, 3, "zookeeper", {}))
+    update_member(directory, 1, kind="zkcompat")
+    state = load_state(directory)
     assert [m.kind for m in state.members.values()] == ["zkcompat", "zookeeper", "zookeeper"]
     assert state.kind == "zkcompat,zookeeper,zookeeper"
-    ensemble_cmd._prepare(directory, 3, "zkcompat,zookeeper,zookeeper", {})
+    prepare(directory, 3, "zkcompat,zookeeper,zookeeper", {})
     for sid in (2, 3):
-        ensemble_cmd.update_member(directory, sid, kind="zkcompat")
-    assert ensemble_cmd.load_state(directory).kind == "zkcompat"
+        update_member(directory, sid, kind="zkcompat")
+    assert load_state(directory).kind == "zkcompat"
 
 
 def test_help_documents_set_kind_and_the_jvm_flags():
@@ -450,11 +451,11 @@ def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
     cfg.write_text(f"tickTime=2000\ndataDir={data_dir}\nclientPort={port}\n"
                    "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
                    "4lw.commands.whitelist=*\n")
-    member = ensemble_cmd.Member(1, port, 0, 0, cfg=str(cfg), data_dir=str(data_dir))
+    member = Member(1, port, 0, 0, cfg=str(cfg), data_dir=str(data_dir))
     for _ in range(3):
-        member.pid = ensemble_cmd._spawn("zkcompat", member)
+        member.pid = spawn("zkcompat", member)
         try:
-            assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 60.0) == {}
+            assert wait_serving([member], START_MODES, 60.0) == {}
         finally:
             os.kill(member.pid, signal.SIGKILL)
             os.waitpid(member.pid, 0)
@@ -463,6 +464,6 @@ def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
     gone.wait()
     member.pid = gone.pid
     started = time.monotonic()
-    assert ensemble_cmd._wait_serving([member], ensemble_cmd.START_MODES, 30.0) == {
+    assert wait_serving([member], START_MODES, 30.0) == {
         1: "process exited"}
     assert time.monotonic() - started < 5.0

@@ -17,7 +17,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli import ensemble_state
+from zkcompat.cli.ensemble_plan import plan, write_files
+from zkcompat.cli.ensemble_process import spawn, stop_members, wait_serving
 
 from .conftest import PROMETHEUS_PROVIDER, http_get
 from .test_metrics import scrape, value
@@ -34,7 +36,7 @@ WRITES = 20
 class Member:
     """One member of the ensemble and its HTTP ports."""
 
-    def __init__(self, m: ensemble_cmd.Member):
+    def __init__(self, m: ensemble_state.Member):
         self.m = m
         self.sid = m.sid
         self.admin_port = int(m.settings["admin.serverPort"])
@@ -50,25 +52,24 @@ class Member:
 
 
 @pytest.fixture(scope="module")
-def ensemble(tmp_path_factory) -> Iterator[tuple[ensemble_cmd.Ensemble, list[Member]]]:
+def ensemble(tmp_path_factory) -> Iterator[tuple[ensemble_state.Ensemble, list[Member]]]:
     directory = Path(tmp_path_factory.mktemp("admin_ensemble")).resolve()
-    ens = ensemble_cmd._plan(directory, VOTERS, "zkcompat", {}, observers=OBSERVERS)
+    ens = plan(directory, VOTERS, "zkcompat", {}, observers=OBSERVERS)
     for m in ens.members.values():
         m.settings = {"admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": free_port(),
                       "metricsProvider.className": PROMETHEUS_PROVIDER,
                       "metricsProvider.httpHost": HOST, "metricsProvider.httpPort": free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     try:
         for m in ens.members.values():
-            m.pid = ensemble_cmd._spawn(m.kind, m)
-            ensemble_cmd.save_state(directory, ens)
-        why = ensemble_cmd._wait_serving(list(ens.members.values()), SERVING_MODES,
-                                         START_TIMEOUT_S)
+            m.pid = spawn(m.kind, m)
+            ensemble_state.save_state(directory, ens)
+        why = wait_serving(list(ens.members.values()), SERVING_MODES, START_TIMEOUT_S)
         assert not why, why
         yield ens, [Member(m) for m in ens.members.values()]
     finally:
-        left = ensemble_cmd._stop(list(ens.members.values()))
+        left = stop_members(list(ens.members.values()))
         assert not left, left
 
 

@@ -22,8 +22,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
-from zkcompat.cli import launch
+from zkcompat.cli import ensemble_state, launch
+from zkcompat.cli.ensemble_plan import plan, write_files
+from zkcompat.cli.ensemble_process import server_mode, spawn, stop_members, wait_serving
 
 from .conftest import SERVLET_API_JAR, http_get
 
@@ -57,7 +58,7 @@ SAME_FOR_FOLLOWERS = (
 
 
 class Member:
-    def __init__(self, m: ensemble_cmd.Member):
+    def __init__(self, m: ensemble_state.Member):
         self.m = m
         self.sid = m.sid
         self.kind = m.kind
@@ -78,14 +79,14 @@ class Member:
 def _start(ens, members, sids, modes=SERVING) -> None:
     for sid in sids:
         m = ens.members[sid]
-        m.pid = ensemble_cmd._spawn(m.kind, m)
-        ensemble_cmd.save_state(Path(m.data_dir).parent, ens)
-    why = ensemble_cmd._wait_serving([ens.members[s] for s in sids], modes, START_TIMEOUT_S)
+        m.pid = spawn(m.kind, m)
+        ensemble_state.save_state(Path(m.data_dir).parent, ens)
+    why = wait_serving([ens.members[s] for s in sids], modes, START_TIMEOUT_S)
     assert not why, why
 
 
 def _mode(ens, sid: int) -> str | None:
-    return ensemble_cmd.server_mode(ens.members[sid].client_port)
+    return server_mode(ens.members[sid].client_port)
 
 
 def _write(ens, prefix: str) -> None:
@@ -113,11 +114,11 @@ def _agree(members: dict[int, Member]) -> None:
 def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
     """Every member's answers with zkcompat leading, then with ZooKeeper leading."""
     directory = Path(tmp_path_factory.mktemp("admin_mixed")).resolve()
-    ens = ensemble_cmd._plan(directory, 3, KINDS, {})
+    ens = plan(directory, 3, KINDS, {})
     for m in ens.members.values():
         m.settings = {**FAST, "admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     members = {sid: Member(m) for sid, m in ens.members.items()}
     try:
         with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
@@ -129,10 +130,10 @@ def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
             _agree(members)
             first = {sid: m.answers() | {"srvr": m.four_letter_word("srvr")}
                      for sid, m in members.items()}
-            left = ensemble_cmd._stop([ens.members[FIRST_LEADER]])
+            left = stop_members([ens.members[FIRST_LEADER]])
             assert not left, left
-            why = ensemble_cmd._wait_serving([ens.members[s] for s in (OURS, ZOOKEEPER)],
-                                             SERVING, START_TIMEOUT_S)
+            why = wait_serving([ens.members[s] for s in (OURS, ZOOKEEPER)],
+                               SERVING, START_TIMEOUT_S)
             assert not why, why
             assert _mode(ens, ZOOKEEPER) == "leader", "ZooKeeper's server 2 should lead next"
             _start(ens, members, (FIRST_LEADER,))
@@ -142,7 +143,7 @@ def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
                       for sid, m in members.items()}
         yield {"first": first, "second": second}
     finally:
-        left = ensemble_cmd._stop(list(ens.members.values()))
+        left = stop_members(list(ens.members.values()))
         assert not left, left
 
 

@@ -27,8 +27,11 @@ import pytest
 from click.testing import CliRunner
 
 from conformance_tests.servers import HOST, free_port
-from zkcompat.cli import ensemble as ensemble_cmd
 from zkcompat.cli import launch
+from zkcompat.cli.ensemble import ensemble
+from zkcompat.cli.ensemble_plan import plan, write_files
+from zkcompat.cli.ensemble_process import is_ours, port_refuses, spawn, stop_members
+from zkcompat.cli.ensemble_state import Member, save_state
 from zkcompat.server.admin import NOT_SERVING
 from zkcompat.server.adminhttp import BY_NAME
 
@@ -62,7 +65,7 @@ class Lone:
 
     kind: str
     directory: Path
-    member: ensemble_cmd.Member
+    member: Member
     admin_port: int
 
     def send(self, data: bytes) -> tuple[bytes, float]:
@@ -96,27 +99,27 @@ class Lone:
 
 
 def _start_lone(directory: Path, kind: str) -> Lone:
-    ens = ensemble_cmd._plan(directory, 3, kind, {})
+    ens = plan(directory, 3, kind, {})
     admin_port = free_port()
     for m in ens.members.values():
         m.settings = {**SETTINGS, "admin.enableServer": "true", "admin.serverAddress": HOST,
                       "admin.serverPort": admin_port if m.sid == 1 else free_port()}
-    ensemble_cmd._write_files(ens)
+    write_files(ens)
     m = ens.members[1]
     with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",
                            (*launch.ZOOKEEPER_LOGGING_JARS, SERVLET_API_JAR)):
-        m.pid = ensemble_cmd._spawn(m.kind, m)
-    ensemble_cmd.save_state(directory, ens)
+        m.pid = spawn(m.kind, m)
+    save_state(directory, ens)
     lone = Lone(kind, directory, m, admin_port)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:  # up once both ports take connections: the AdminServer answers gtmk
         time.sleep(0.2)  # /proc/PID/cmdline reads empty while the process still execs
         try:
-            if lone.admin("gtmk")[0] == 200 and not ensemble_cmd._port_refuses(m.client_port):
+            if lone.admin("gtmk")[0] == 200 and not port_refuses(m.client_port):
                 return lone
         except OSError:
             pass
-        assert ensemble_cmd.is_ours(m.pid, m.cfg), f"{kind} exited:\n{m.log_path.read_text()}"
+        assert is_ours(m.pid, m.cfg), f"{kind} exited:\n{m.log_path.read_text()}"
         assert time.monotonic() < deadline, f"{kind} not up:\n{m.log_path.read_text()}"
 
 
@@ -128,7 +131,7 @@ def lone(tmp_path_factory) -> Iterator[dict[str, Lone]]:
             started.append(_start_lone(tmp_path_factory.mktemp(f"lone-{kind}").resolve(), kind))
         yield {s.kind: s for s in started}
     finally:
-        left = ensemble_cmd._stop([s.member for s in started])
+        left = stop_members([s.member for s in started])
         assert not left, left
 
 
@@ -235,8 +238,7 @@ def _same_error_page(path: str, zk: str, ours: str) -> None:
 
 def test_ensemble_status_says_not_serving(lone):
     for server in lone.values():
-        done = CliRunner().invoke(ensemble_cmd.ensemble, ["status", "--dir",
-                                                          str(server.directory)])
+        done = CliRunner().invoke(ensemble, ["status", "--dir", str(server.directory)])
         assert done.exit_code == 0, done.output
         modes = [line.split(" ", 2)[2] for line in done.output.splitlines()]
         assert modes == ["not serving", "down", "down"], (server.kind, done.output)

@@ -19,7 +19,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from zkcompat.cli import ensemble as ensemble_cmd
+from zkcompat.cli.ensemble_process import is_ours, server_mode
+from zkcompat.cli.ensemble_state import Member, load_state
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ENSEMBLE_ARGV = [sys.executable, "-m", "zkcompat", "ensemble"]
@@ -110,7 +111,7 @@ class Ensemble:
         """SIGKILL by the recorded PID, as `ensemble kill` does, but timed here: returns
         time.monotonic() just before the signal, once the process is gone."""
         m = self.member(sid)
-        assert ensemble_cmd.is_ours(m.pid, m.cfg), f"server.{sid} (pid {m.pid}) is not running"
+        assert is_ours(m.pid, m.cfg), f"server.{sid} (pid {m.pid}) is not running"
         killed_at = time.monotonic()
         os.kill(m.pid, signal.SIGKILL)
         wait_for(lambda: not self.running(sid), 10.0, f"server.{sid} gone after SIGKILL")
@@ -163,32 +164,32 @@ class Ensemble:
     def signal(self, sid: int, sig: signal.Signals) -> None:
         """sig to the PID ensemble.json records for sid, if /proc shows it is that server."""
         m = self.member(sid)
-        assert ensemble_cmd.is_ours(m.pid, m.cfg), f"server.{sid} (pid {m.pid}) is not running"
+        assert is_ours(m.pid, m.cfg), f"server.{sid} (pid {m.pid}) is not running"
         os.kill(m.pid, sig)
 
     def close(self) -> None:
         for client in self.clients:
             close_client(client)
-        state = ensemble_cmd.load_state(self.dir)
+        state = load_state(self.dir)
         if state is None:
             return
         for m in state.members.values():  # a stopped process would sit out SIGTERM's grace
-            if ensemble_cmd.is_ours(m.pid, m.cfg):
+            if is_ours(m.pid, m.cfg):
                 os.kill(m.pid, signal.SIGCONT)
         subprocess.run([*ENSEMBLE_ARGV, "stop", "--dir", str(self.dir)], capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=120, cwd=REPO_ROOT, env=_env())
-        for m in ensemble_cmd.load_state(self.dir).members.values():
-            if ensemble_cmd.is_ours(m.pid, m.cfg):
+        for m in load_state(self.dir).members.values():
+            if is_ours(m.pid, m.cfg):
                 os.kill(m.pid, signal.SIGKILL)
 
     # state
 
-    def members(self) -> dict[int, ensemble_cmd.Member]:
-        state = ensemble_cmd.load_state(self.dir)
+    def members(self) -> dict[int, Member]:
+        state = load_state(self.dir)
         assert state is not None, f"no ensemble in {self.dir}"
         return state.members
 
-    def member(self, sid: int) -> ensemble_cmd.Member:
+    def member(self, sid: int) -> Member:
         return self.members()[sid]
 
     @property
@@ -206,11 +207,11 @@ class Ensemble:
 
     def running(self, sid: int) -> bool:
         m = self.member(sid)
-        return ensemble_cmd.is_ours(m.pid, m.cfg)
+        return is_ours(m.pid, m.cfg)
 
     def mode(self, sid: int) -> str:
         m = self.member(sid)
-        return ensemble_cmd.server_mode(m.client_port, m.host) or "down"
+        return server_mode(m.client_port, m.host) or "down"
 
     def modes(self) -> dict[int, str]:
         return {sid: self.mode(sid) for sid in self.sids}

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from zkcompat.cli.ensemble import server_mode
+from zkcompat.cli.ensemble_process import server_mode
 from zkcompat.sim import history as h
 
 # --mix NAME: how many of the servers are ZooKeeper. Which ones the round's seed chooses

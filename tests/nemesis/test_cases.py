@@ -15,7 +15,7 @@ import pytest
 
 from tests.nemesis.net import table_names
 from tests.nemesis.runner import CASES, run_round, spread_ensemble
-from zkcompat.cli.ensemble import is_ours
+from zkcompat.cli.ensemble_process import is_ours
 
 FAULT_S = 5.0  # several syncLimits (1 s) and session timeouts (5 s) of the fault
 ROUND_TIMEOUT_S = 150  # start, load, fault, heal, recover, check: ~25 s on a quiet box

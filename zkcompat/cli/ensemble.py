@@ -1,145 +1,61 @@
 """`zkcompat ensemble`: 3, 5 or 7 servers on loopback, started detached and ended by PID.
 
 D/ensemble.json records each server's ports, zoo.cfg and PID; a PID is signalled only while
-/proc/PID/cmdline still names that server's zoo.cfg, so a recycled PID is never hit.
+/proc/PID/cmdline still names that server's zoo.cfg, so a recycled PID is never hit. This
+module is the click commands; what ensemble.json holds is ensemble_state.py, each server's
+ports and files ensemble_plan.py, and its process ensemble_process.py.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
 
-from zkcompat.cli.launch import (
-    BASE_CFG,
-    ENSEMBLE_CFG,
-    ZOOKEEPER_HEAP_MAX,
-    ZOOKEEPER_QUORUM_MAIN,
-    zookeeper_classpath,
+from zkcompat.cli.ensemble_plan import (
+    ADDRESS_LAYOUTS,
+    KINDS,
+    PORT_MAX,
+    PORTS_PER_SERVER,
+    free_ports,
+    member_host,
+    prepare,
+    write_files,
 )
-from zkcompat.config.sysprops import jvm_flags
+from zkcompat.cli.ensemble_process import (
+    FOUR_LETTER_TIMEOUT_S,
+    GONE_TIMEOUT_S,
+    POLL_S,
+    RESTART_MODES,
+    START_MODES,
+    is_ours,
+    port_refuses,
+    send_signal,
+    server_mode,
+    spawn,
+    stop_members,
+    wait_serving,
+    wait_until,
+)
+from zkcompat.cli.ensemble_state import (
+    HOST,
+    STATE_FILE,
+    Ensemble,
+    Member,
+    load_state,
+    record_pid,
+    save_state,
+    update_member,
+)
 
-HOST = "127.0.0.1"
-# --addresses: every server on HOST, or server K alone on 127.0.0.K (its client, quorum,
-# election and admin ports all bound there), so that a firewall rule can tell servers apart
-# by address (tests/nemesis cuts the links between them with nftables).
-ADDRESS_LAYOUTS = ("same", "spread")
-STATE_FILE = "ensemble.json"
-KINDS = ("zkcompat", "zookeeper")
-# What `srvr` says once a server serves clients (ZooKeeper's QuorumPeer.ServerState names,
-# "read-only" for a ReadOnlyZooKeeperServer); `start-server` wants it back in the ensemble.
-START_MODES = frozenset({"leader", "follower", "observer", "read-only", "standalone"})
-RESTART_MODES = START_MODES - {"standalone"}
 START_TIMEOUT_S = 120.0  # three JVMs electing a leader on a loaded 2-core box
-STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
-GONE_TIMEOUT_S = 10.0  # after SIGKILL: the process and its listening socket disappear
-POLL_S = 0.25
-FOUR_LETTER_TIMEOUT_S = 2.0
 CONFIG_NODE = "/zookeeper/config"
-# srvr's answer from a running member without a quorum (ZK_NOT_SERVING).
-NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
-# Each server has a client, a quorum, an election and an AdminServer port; with --base-port
-# P and N servers, each kind is a run of N ports: clients P.., quorum P+N.., and so on.
-PORTS_PER_SERVER = 4
-PORT_MAX = 65535
-ZOOKEEPER_GC = "-XX:+UseSerialGC"  # smaller and quicker to start on 2 cores
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-_LOG4J_CONSOLE = """\
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %m%n
-"""
-
-
-@dataclass
-class Member:
-    """One server of the ensemble: its ports, its files and the PID it last ran as."""
-
-    sid: int
-    client_port: int
-    quorum_port: int
-    election_port: int
-    cfg: str  # absolute path of its zoo.cfg: the mark of our process in /proc/PID/cmdline
-    data_dir: str
-    pid: int | None = None
-    kind: str = "zkcompat"  # a mixed ensemble (tests) has ZooKeeper servers too
-    settings: dict = field(default_factory=dict)  # zoo.cfg keys beyond the defaults
-    observer: bool = False  # listens and serves, does not vote (server.N=...:observer)
-    admin_port: int | None = None  # its AdminServer's; None in an ensemble.json from before
-    host: str = HOST  # every port of this server is bound here (--addresses spread: 127.0.0.K)
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.data_dir) / "server.log"
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.client_port}"
-
-
-@dataclass
-class Ensemble:
-    kind: str
-    members: dict[int, Member] = field(default_factory=dict)
-
-    @property
-    def connect_string(self) -> str:
-        return ",".join(m.address for m in self.members.values())
 
 
 # -- state --------------------------------------------------------------------------------
-
-
-def _state_path(directory: Path) -> Path:
-    return directory / STATE_FILE
-
-
-def load_state(directory: Path) -> Ensemble | None:
-    path = _state_path(directory)
-    if not path.is_file():
-        return None
-    raw = json.loads(path.read_text())
-    members = {int(k): Member(**v) for k, v in raw["members"].items()}
-    return Ensemble(raw["kind"], dict(sorted(members.items())))
-
-
-def save_state(directory: Path, ensemble: Ensemble) -> None:
-    raw = {"kind": ensemble.kind,
-           "members": {str(k): asdict(m) for k, m in ensemble.members.items()}}
-    tmp = _state_path(directory).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(raw, indent=2) + "\n")
-    tmp.replace(_state_path(directory))
-
-
-def record_pid(directory: Path, sid: int, pid: int) -> None:
-    """Write one member's PID into ensemble.json under a lock, re-reading the file first,
-    so two commands starting servers at once do not overwrite each other's PIDs."""
-    update_member(directory, sid, pid=pid)
-
-
-def update_member(directory: Path, sid: int, **fields) -> None:
-    """Change fields of one member in ensemble.json, under the lock record_pid takes; a new
-    `kind` also renames the ensemble's (one kind, or one per server)."""
-    with open(directory / f"{STATE_FILE}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ensemble = load_state(directory)
-        for name, value in fields.items():
-            setattr(ensemble.members[sid], name, value)
-        kinds = [m.kind for m in ensemble.members.values()]
-        ensemble.kind = kinds[0] if len(set(kinds)) == 1 else ",".join(kinds)
-        save_state(directory, ensemble)
 
 
 def _require_state(directory: Path) -> Ensemble:
@@ -157,207 +73,7 @@ def _member(ensemble: Ensemble, sid: int) -> Member:
     return ensemble.members[sid]
 
 
-# -- processes: only ours, by PID -----------------------------------------------------------
-
-
-def is_ours(pid: int | None, cfg: str) -> bool:
-    """The PID runs, is no zombie, and its command line names this server's zoo.cfg."""
-    if pid is None:
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[-1].split()[0]  # comm, in parentheses, may hold spaces
-    return state not in ("Z", "X") and os.fsencode(cfg) in cmdline
-
-
-def exited(pid: int | None) -> bool:
-    """The process is gone, or a zombie. For a server this command just spawned (its child,
-    so the PID cannot be reused), unlike is_ours: right after Popen returns,
-    /proc/PID/cmdline can still be empty, since the kernel wakes the vfork parent before the
-    new program's arguments are in place."""
-    if pid is None:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
-
-
-def _signal(member: Member, sig: signal.Signals) -> bool:
-    """Send sig to the member's recorded PID if it is still our process."""
-    if not is_ours(member.pid, member.cfg):
-        return False
-    try:
-        os.kill(member.pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-
-
-def _port_refuses(port: int, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return False
-    except OSError:
-        return True
-
-
-def _stop(members: list[Member], grace_s: float = STOP_GRACE_S) -> list[Member]:
-    """SIGTERM, wait, SIGKILL the rest, then wait for their client ports to close.
-    Returns the members that could not be brought down."""
-    for m in members:
-        _signal(m, signal.SIGTERM)
-    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), grace_s)
-    for m in members:
-        if _signal(m, signal.SIGKILL):
-            click.echo(f"server.{m.sid}: no exit {grace_s:.0f}s after SIGTERM, sent SIGKILL",
-                       err=True)
-    _wait_until(lambda: not any(is_ours(m.pid, m.cfg) for m in members), GONE_TIMEOUT_S)
-    _wait_until(lambda: all(_port_refuses(m.client_port, m.host) for m in members),
-                GONE_TIMEOUT_S)
-    return [m for m in members
-            if is_ours(m.pid, m.cfg) or not _port_refuses(m.client_port, m.host)]
-
-
-# -- four-letter words -----------------------------------------------------------------------
-
-
-def server_mode(port: int, host: str = HOST) -> str | None:
-    """The Mode line of `srvr`, "not serving" if the server says so, or None if it does not
-    answer one."""
-    try:
-        with socket.create_connection((host, port), timeout=FOUR_LETTER_TIMEOUT_S) as s:
-            s.sendall(b"srvr")
-            chunks = []
-            while chunk := s.recv(65536):
-                chunks.append(chunk)
-    except OSError:
-        return None
-    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-        if line.startswith("Mode: "):
-            return line[len("Mode: "):].strip()
-        if line == NOT_SERVING:
-            return "not serving"
-    return None
-
-
-def _wait_serving(members: list[Member], modes: frozenset[str],
-                  timeout_s: float) -> dict[int, str]:
-    """Wait until each member's srvr says one of `modes`; returns why each of those that
-    did not, did not (empty when all serve). Stops early once the rest have exited."""
-    pending = {m.sid: m for m in members}
-    why = {sid: "no answer to srvr" for sid in pending}
-    deadline = time.monotonic() + timeout_s
-    while pending and time.monotonic() < deadline:
-        for sid, m in list(pending.items()):
-            mode = server_mode(m.client_port, m.host)
-            if mode in modes:
-                del pending[sid]
-                why.pop(sid)
-            elif exited(m.pid):
-                why[sid] = "process exited"
-            elif mode is not None:
-                why[sid] = f"Mode: {mode}"
-        if pending and all(why[sid] == "process exited" for sid in pending):
-            break
-        if pending:
-            time.sleep(POLL_S)
-    return why
-
-
 # -- configuration and start ------------------------------------------------------------------
-
-
-def _free_ports(n: int) -> list[int]:
-    """n distinct loopback ports that were free a moment ago (all bound at once)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def member_kinds(kind: str, size: int) -> list[str]:
-    """--kind names one kind for all, or one per server ("zookeeper,zookeeper,zkcompat")."""
-    kinds = kind.split(",")
-    if len(kinds) == 1:
-        kinds *= size
-    if len(kinds) != size or any(k not in KINDS for k in kinds):
-        raise click.BadParameter(f"{kind!r}: one of {', '.join(KINDS)}, or one per server")
-    return kinds
-
-
-def base_port_layout(base: int, total: int) -> dict[int, tuple[int, int, int, int]]:
-    """With --base-port P and N servers, server K's (client, quorum, election, admin) ports:
-    P+K-1, P+N+K-1, P+2N+K-1, P+3N+K-1, so each kind is a run of N ports and the ensemble
-    holds exactly P .. P+4N-1."""
-    return {sid: tuple(base + kind * total + sid - 1 for kind in range(PORTS_PER_SERVER))
-            for sid in range(1, total + 1)}
-
-
-def member_host(addresses: str, sid: int) -> str:
-    """Where server `sid` binds its ports: HOST for every server, or 127.0.0.SID (spread)."""
-    return HOST if addresses == "same" else f"127.0.0.{sid}"
-
-
-def _taken(ports: dict[int, tuple[int, int, int, int]], addresses: str) -> str | None:
-    """The first port of the layout this machine will not let us bind, named with its role."""
-    roles = ("client", "quorum", "election", "admin")
-    for sid, four in ports.items():
-        for role, port in zip(roles, four, strict=True):
-            with socket.socket() as s:
-                try:
-                    s.bind((member_host(addresses, sid), port))
-                except OSError:
-                    host = member_host(addresses, sid)
-                    on = "" if host == HOST else f" on {host}"
-                    return f"port {port} (server.{sid}'s {role} port{on})"
-    return None
-
-
-def _plan(directory: Path, size: int, kind: str, settings: dict,
-          observers: int = 0, base_port: int | None = None,
-          addresses: str = "same") -> Ensemble:
-    total = size + observers
-    if base_port is None:
-        free = _free_ports(PORTS_PER_SERVER * total)
-        ports = {sid: tuple(free[PORTS_PER_SERVER * (sid - 1): PORTS_PER_SERVER * sid])
-                 for sid in range(1, total + 1)}
-    else:
-        ports = base_port_layout(base_port, total)
-        taken = _taken(ports, addresses)
-        if taken is not None:
-            raise click.ClickException(f"{taken} is in use; choose another --base-port "
-                                       f"(this ensemble needs {base_port}.."
-                                       f"{base_port + PORTS_PER_SERVER * total - 1})")
-    ensemble = Ensemble(kind)
-    for sid, member_kind in enumerate(member_kinds(kind, total), start=1):
-        client, quorum, election, admin = ports[sid]
-        ensemble.members[sid] = Member(sid, client, quorum, election,
-                                       cfg=str(directory / f"zoo{sid}.cfg"),
-                                       data_dir=str(directory / str(sid)), kind=member_kind,
-                                       settings=dict(settings), observer=sid > size,
-                                       admin_port=admin, host=member_host(addresses, sid))
-    return ensemble
 
 
 # zoo.cfg keys `ensemble` writes for each server itself: --set cannot move them.
@@ -384,91 +100,11 @@ def _settings(pairs: tuple[str, ...]) -> dict:
     return out
 
 
-def _cfg_text(ensemble: Ensemble, member: Member) -> str:
-    admin = ({} if member.admin_port is None else
-             {"admin.enableServer": "true", "admin.serverAddress": member.host,
-              "admin.serverPort": member.admin_port})
-    settings = {**BASE_CFG, **ENSEMBLE_CFG, "dataDir": member.data_dir,
-                "clientPort": member.client_port, "clientPortAddress": member.host, **admin,
-                **member.settings}
-    if member.observer:
-        settings["peerType"] = "observer"
-    for m in ensemble.members.values():
-        role = ":observer" if m.observer else ""
-        settings[f"server.{m.sid}"] = (f"{m.host}:{m.quorum_port}:{m.election_port}{role};"
-                                       f"{m.host}:{m.client_port}")
-    return "".join(f"{k}={v}\n" for k, v in settings.items())
-
-
-def _write_files(ensemble: Ensemble, members: list[Member] | None = None) -> None:
-    """Each member's myid and zoo.cfg; a zoo.cfg that names a dynamicConfigFile belongs to
-    its server now (reconfigEnabled: it rewrites it as the membership changes)."""
-    for m in ensemble.members.values() if members is None else members:
-        data_dir = Path(m.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "myid").write_text(f"{m.sid}\n")
-        cfg = Path(m.cfg)
-        if cfg.exists() and "dynamicConfigFile=" in cfg.read_text():
-            continue
-        cfg.write_text(_cfg_text(ensemble, m))
-
-
-def _command(kind: str, member: Member) -> tuple[list[str], dict[str, str]]:
-    env = dict(os.environ)
-    if kind == "zookeeper":
-        log4j = Path(member.data_dir) / "log4j.properties"
-        log4j.write_text(_LOG4J_CONSOLE)
-        # zkServer.sh runs java with JVMFLAGS="$SERVER_JVMFLAGS $JVMFLAGS" (a JAAS file, a
-        # heap size), after our defaults so that they win; zkcompat servers inherit both
-        # variables and read their -D flags the same way (config/sysprops.py).
-        flags = jvm_flags(env)
-        return ["java", ZOOKEEPER_HEAP_MAX, ZOOKEEPER_GC, f"-Dlog4j.configuration=file:{log4j}",
-                "-Dzookeeper.jmx.log4j.disable=true", *flags, "-cp", zookeeper_classpath(),
-                ZOOKEEPER_QUORUM_MAIN, member.cfg], env
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return [sys.executable, "-m", "zkcompat", "serve", "--config", member.cfg], env
-
-
-def _spawn(kind: str, member: Member) -> int:
-    """Start the server detached (its own session, output to its server.log); its PID."""
-    argv, env = _command(kind, member)
-    with open(member.log_path, "ab") as out:
-        popen = subprocess.Popen(argv, cwd=member.data_dir, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return popen.pid  # never waited for here: the server outlives this command
-
-
-def _prepare(directory: Path, size: int, kind: str, settings: dict,
-             observers: int = 0, base_port: int | None = None,
-             addresses: str = "same") -> Ensemble:
-    """A new ensemble in directory, or the stopped one there again (same ports and data)."""
-    old = load_state(directory)
-    if old is None:
-        return _plan(directory, size, kind, settings, observers, base_port, addresses)
-    running = [m.sid for m in old.members.values() if is_ours(m.pid, m.cfg)]
-    if running:
-        raise click.ClickException(f"{directory} already runs server.{running[0]}; "
-                                   "`ensemble stop` it first")
-    if (len(old.members) != size + observers
-            or [m.kind for m in old.members.values()] != member_kinds(kind, len(old.members))):
-        raise click.ClickException(f"{directory} holds a {len(old.members)}-server {old.kind} "
-                                   "ensemble; remove it or use another --dir")
-    first = old.members[min(old.members)]
-    if base_port is not None and base_port != first.client_port:
-        raise click.ClickException(f"{directory} holds an ensemble on the ports of "
-                                   f"--base-port {first.client_port}, which it keeps; start it "
-                                   "without --base-port, or remove it or use another --dir")
-    for m in old.members.values():  # --set on a restart: added to what each server had
-        m.settings.update(settings)
-    return old
-
-
 def _serving_or_exit(ens: Ensemble, members: list[Member], modes: frozenset[str],
                      timeout_s: float) -> None:
     """Return once every member serves in one of `modes`; else name those that did not
     and exit 1."""
-    why = _wait_serving(members, modes, timeout_s)
+    why = wait_serving(members, modes, timeout_s)
     if why:
         _report_failures(ens, why, timeout_s)
         raise SystemExit(1)
@@ -547,11 +183,11 @@ def start(size: str, directory: Path, kind: str, timeout_s: float,
             f"most {PORT_MAX - PORTS_PER_SERVER * total + 1}", param_hint="'--base-port'")
     directory = _absolute(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ens = _prepare(directory, int(size), kind, _settings(settings), observers, base_port,
+    ens = prepare(directory, int(size), kind, _settings(settings), observers, base_port,
                    addresses)
-    _write_files(ens)
+    write_files(ens)
     for m in ens.members.values():
-        m.pid = _spawn(m.kind, m)
+        m.pid = spawn(m.kind, m)
         save_state(directory, ens)  # recorded at once: `stop` can end it whatever follows
     _serving_or_exit(ens, list(ens.members.values()), START_MODES, timeout_s)
     click.echo(f"connect: {ens.connect_string}")
@@ -572,10 +208,10 @@ def status(directory: Path) -> None:
 def kill(sid: int, directory: Path) -> None:
     """SIGKILL server SID, as a crash would."""
     m = _member(_require_state(_absolute(directory)), sid)
-    if not _signal(m, signal.SIGKILL):
+    if not send_signal(m, signal.SIGKILL):
         click.echo(f"server.{sid} is not running", err=True)
         return
-    if not _wait_until(lambda: not is_ours(m.pid, m.cfg), GONE_TIMEOUT_S):
+    if not wait_until(lambda: not is_ours(m.pid, m.cfg), GONE_TIMEOUT_S):
         raise click.ClickException(f"server.{sid} (pid {m.pid}) survived SIGKILL")
 
 
@@ -585,7 +221,7 @@ def kill(sid: int, directory: Path) -> None:
 def stop_server(sid: int, directory: Path) -> None:
     """Stop server SID (SIGTERM); return once its client port refuses connections."""
     m = _member(_require_state(_absolute(directory)), sid)
-    if _stop([m]):
+    if stop_members([m]):
         raise click.ClickException(f"server.{sid} is still up (pid {m.pid}, {m.address})")
 
 
@@ -607,12 +243,12 @@ def start_server(sid: int, directory: Path, timeout_s: float, kind: str | None) 
     m = _member(ens, sid)
     if is_ours(m.pid, m.cfg):
         raise click.ClickException(f"server.{sid} is already running (pid {m.pid})")
-    if not _port_refuses(m.client_port, m.host):
+    if not port_refuses(m.client_port, m.host):
         raise click.ClickException(f"{m.address} is taken by another process")
     if kind is not None and kind != m.kind:
         m.kind = kind
         update_member(directory, sid, kind=kind)
-    m.pid = _spawn(m.kind, m)
+    m.pid = spawn(m.kind, m)
     record_pid(directory, sid, m.pid)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     click.echo(f"server.{sid} {m.address} {server_mode(m.client_port, m.host) or 'down'}")
@@ -688,14 +324,14 @@ def add(sid: int, directory: Path, auth: str | None, observer: bool, kind: str,
     others = list(ens.members)
     first = ens.members[others[0]]
     spread = any(m.host != HOST for m in ens.members.values())
-    client, quorum, election, admin = _free_ports(PORTS_PER_SERVER)
+    client, quorum, election, admin = free_ports(PORTS_PER_SERVER)
     m = Member(sid, client, quorum, election, cfg=str(directory / f"zoo{sid}.cfg"),
                data_dir=str(directory / str(sid)), kind=kind, settings=dict(first.settings),
                observer=observer, admin_port=admin,
                host=member_host("spread" if spread else "same", sid))
     ens.members[sid] = m
-    _write_files(ens, [m])
-    m.pid = _spawn(m.kind, m)
+    write_files(ens, [m])
+    m.pid = spawn(m.kind, m)
     save_state(directory, ens)
     _serving_or_exit(ens, [m], RESTART_MODES, timeout_s)
     if static:
@@ -723,7 +359,7 @@ def remove(sid: int, directory: Path, auth: str | None) -> None:
     others = [s for s in ens.members if s != sid]
     data = _reconfig(ens, others, auth, lambda d: not _names(d, sid), joining=None,
                      leaving=str(sid), new_members=None)
-    left = _stop([m])
+    left = stop_members([m])
     if left:
         raise click.ClickException(f"server.{sid} is out of the config but still up")
     del ens.members[sid]
@@ -736,6 +372,6 @@ def remove(sid: int, directory: Path, auth: str | None) -> None:
 def stop(directory: Path) -> None:
     """Stop every server (SIGTERM, then SIGKILL after a grace period), by PID."""
     ens = _require_state(_absolute(directory))
-    left = _stop(list(ens.members.values()))
+    left = stop_members(list(ens.members.values()))
     if left:
         raise click.ClickException("still up: " + ", ".join(f"server.{m.sid}" for m in left))

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.sim import checks
+from zkcompat.sim.bare_session import BareSession
 from zkcompat.sim.bugs import BUGS
-from zkcompat.sim.clients import OPEN_ACL, SETUP_PATHS, BareSession, SimClient
+from zkcompat.sim.clients import OPEN_ACL, SETUP_PATHS, SimClient
 from zkcompat.sim.history import HistoryRecorder
 from zkcompat.sim.locks import check_acquisitions, check_fencing
 from zkcompat.sim.loop import Deadlock, Node, VirtualLoop, run_virtual, teardown

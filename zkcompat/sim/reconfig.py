@@ -19,7 +19,7 @@ import random
 
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import Code, OpCode
-from zkcompat.sim.clients import BareSession
+from zkcompat.sim.bare_session import BareSession
 from zkcompat.sim.server import CLIENT_PORT, ELECTION_PORT, QUORUM_PORT, host_of
 
 SUPER_AUTH = b"super:test"  # the servers' SUPER_DIGEST (sim/server.py)
