@@ -16,7 +16,7 @@ from zkcompat.tree.acl import OPEN_ACL_UNSAFE
 from zkcompat.tree.datatree import DataTree
 from zkcompat.tree.snapstream import CHUNK_BYTES, snap_stream_chunks
 from zkcompat.tree.txn import Txn
-from zkcompat.zab.leader import SNAP
+from zkcompat.zab.committed_log import SNAP
 
 P = q.PacketType
 NODES = 30_000

@@ -9,7 +9,8 @@ from zkcompat.jute import quorum as q
 from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.tree.txn import Txn
-from zkcompat.zab.leader import SNAP, Leader
+from zkcompat.zab.committed_log import SNAP
+from zkcompat.zab.leader import Leader
 from zkcompat.zab.learner import Learner
 from zkcompat.zab.peer import make_zxid
 

@@ -37,8 +37,9 @@ from zkcompat.store.epochs import EpochFiles
 from zkcompat.store.txnlog import LogHistory
 from zkcompat.tree.paths import CONFIG
 from zkcompat.tree.snapstream import SLICE_NODES
+from zkcompat.zab.committed_log import Snap
 from zkcompat.zab.election import Vote
-from zkcompat.zab.leader import Leader, Snap
+from zkcompat.zab.leader import Leader
 from zkcompat.zab.learner import Learner
 from zkcompat.zab.membership import Membership
 from zkcompat.zab.peer import zxid_epoch

@@ -34,7 +34,7 @@ from zkcompat.tree.snapstream import (
     snap_stream_chunks,
 )
 from zkcompat.tree.view import TreeView
-from zkcompat.zab.leader import Snap
+from zkcompat.zab.committed_log import Snap
 
 log = logging.getLogger(__name__)
 

@@ -78,3 +78,15 @@ class CommittedLog:
         txns = list(self.history.txns_between(after, min(upto, start - 1))) if after < start else []
         txns += [t for t in recent if after < t.zxid <= upto]
         return txns
+
+
+class Snap:
+    """A send of the whole tree as a SNAP: the shell streams it in ZooKeeper's format."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Snap()"
+
+
+SNAP = Snap()

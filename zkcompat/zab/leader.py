@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections import deque
 from operator import attrgetter
 
 from zkcompat.jute import quorum as q
@@ -38,7 +37,8 @@ from zkcompat.jute import records as r
 from zkcompat.jute.constants import OpCode
 from zkcompat.jute.errors import JuteError
 from zkcompat.tree.txn import Txn, encode_proposal
-from zkcompat.zab.committed_log import CommittedLog
+from zkcompat.zab.committed_log import SNAP, CommittedLog
+from zkcompat.zab.learner_info import LearnerInfo
 from zkcompat.zab.membership import STATIC_CONFIG_VERSION, Membership
 from zkcompat.zab.peer import COUNTER_MASK, BufferStats, Effects, ZabCounters, make_zxid, zxid_epoch
 from zkcompat.zab.quorum_sync import QuorumSync
@@ -50,39 +50,6 @@ _PROPOSAL, _COMMIT, _INFORM = int(P.PROPOSAL), int(P.COMMIT), int(P.INFORM)
 _RECONFIG = int(OpCode.RECONFIG)
 _ZXID_OF = attrgetter("zxid")
 HALF_TICKS_PER_TICK = 2
-
-
-class Snap:
-    """A send of the whole tree as a SNAP: the shell streams it in ZooKeeper's format."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "Snap()"
-
-
-SNAP = Snap()
-
-
-class LearnerInfo:
-    """What the leader knows of one connected learner (LearnerHandler's state)."""
-
-    __slots__ = ("sid", "observer", "accepted_epoch", "phase", "last_zxid", "heard",
-                 "forwarding", "acked", "pings", "confirmed")
-
-    def __init__(self, sid: int, observer: bool, accepted_epoch: int, now: int):
-        self.sid = sid
-        self.observer = observer
-        self.accepted_epoch = accepted_epoch
-        self.phase = "info"  # info -> epoch -> newleader -> uptodate
-        self.last_zxid = -1
-        self.heard = now  # the half tick we last heard from it
-        self.forwarding = False  # receives every new proposal and commit
-        self.acked = 0  # the highest zxid it has ACKed (it logs in order)
-        # quorumSync: the rounds of the PINGs sent to it and not yet answered, oldest first
-        # (a learner answers every PING, in order: Learner.ping), and the newest it answered.
-        self.pings: deque[int] = deque()
-        self.confirmed = 0
 
 
 class Leader:
