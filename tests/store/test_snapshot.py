@@ -188,3 +188,17 @@ def test_a_server_starting_on_its_data_keeps_no_snapshot_mapped(tmp_path):
         assert _mapped_under(tmp_path / "zkcompat" / "snapshots") == []
     finally:
         ctx.datadir.close()
+
+
+def test_a_store_written_with_snappy_still_loads(tmp_path):
+    """Snapshots are written without compression now; stores of earlier versions, written
+    with LevelDB's default snappy, load as before (each block says how it is stored)."""
+    tree = big_tree(500, 4096)
+    old = SnapshotStore.__new__(SnapshotStore)
+    old.path, old.db = tmp_path, plyvel.DB(str(tmp_path), create_if_missing=True,
+                                            compression="snappy")
+    zxid = old.write_sync(tree)
+    old.close()
+    store = SnapshotStore(tmp_path)
+    assert state(store.load(zxid)) == state(tree)
+    store.close()

@@ -134,11 +134,19 @@ class SnapshotWriter:
         return bytes(out)
 
 
+def _open(path: Path) -> plyvel.DB:
+    """Without snappy, as ZooKeeper's snapshots are by default: a learner writes the SNAP
+    it installed before it acknowledges NEWLEADER, and with incompressible data snappy's
+    attempt on every block took a third of that write (1,000,000 znodes of 1 KB: 4.5 s
+    -> 3.1 s). A store written with snappy stays readable: LevelDB marks every block."""
+    return plyvel.DB(str(path), create_if_missing=True, compression=None)
+
+
 class SnapshotStore:
     def __init__(self, path: Path):
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = plyvel.DB(str(path), create_if_missing=True)
+        self.db = _open(path)
 
     def close(self) -> None:
         self.db.close()
@@ -149,7 +157,7 @@ class SnapshotStore:
         so after a load every page of the snapshot counts in the process's RSS (1.2 GB
         beside a 1.6 GB tree of a million 1 KB znodes); closing unmaps them."""
         self.db.close()
-        self.db = plyvel.DB(str(self.path), create_if_missing=True)
+        self.db = _open(self.path)
 
     def zxids(self) -> list[int]:
         """Start zxids of complete snapshots, newest first."""
