@@ -193,6 +193,21 @@ def test_membership_text_round_trips():
     assert m.contains_quorum({1, 2}) and not m.contains_quorum({1, 4})
 
 
+def test_the_designated_leader_is_the_old_one_unless_it_leaves_or_moves():
+    def server(sid, port=2888, role="participant"):
+        return QuorumServer(sid, f"127.0.0.{sid}", port, 3888, role)
+
+    old = Membership([server(1), server(2), server(3)])
+    assert Membership([server(1), server(2), server(3), server(4)]).designated_leader(
+        old, 3, [3, 1]) == 3
+    # Leaving, turned observer, or at a new quorum port: the lowest voter that acked.
+    for new in (Membership([server(1), server(2), server(4)]),
+                Membership([server(1), server(2), server(4), server(3, role="observer")]),
+                Membership([server(1), server(2), server(3, port=2999)])):
+        assert new.designated_leader(old, 3, [3, 4, 2]) == 2
+        assert new.designated_leader(old, 3, [3]) == 3  # nobody else acked: stays
+
+
 def test_a_reconfig_logged_in_an_earlier_term_is_completed_by_newleader():
     """ZOOKEEPER-1324: the new leader's NEWLEADER carries the config its history proposes;
     establishing needs a quorum of both configs, and then every member commits it."""

@@ -512,19 +512,10 @@ class Leader:
         return before
 
     def _activate(self, new: Membership, acked: list[int], fx: Effects) -> int:
-        """The new config is the committed one from here on; returns the designated leader
-        (Leader.getDesignatedLeader): us if we vote in it at the same quorum address, else
-        the new voter that acknowledged (the lowest sid among them: every one has all the
-        committed txns, having acknowledged the reconfig, the last txn committed)."""
-        old = self.membership
+        """The new config is the committed one from here on; returns the server that leads
+        it (Membership.designated_leader), which may be another."""
+        designated = new.designated_leader(self.membership, self.my_sid, acked)
         self.membership = self.last_seen = new
-        mine_old, mine_new = old.servers.get(self.my_sid), new.servers.get(self.my_sid)
-        if (self.my_sid in new.voters and mine_old is not None and mine_new is not None
-                and (mine_old.host, mine_old.quorum_port) == (mine_new.host, mine_new.quorum_port)):
-            designated = self.my_sid
-        else:
-            candidates = sorted(sid for sid in acked if sid in new.voters and sid != self.my_sid)
-            designated = candidates[0] if candidates else self.my_sid
         if designated != self.my_sid:
             log.info("event=leader_not_designated sid=%d designated=%d version=0x%x detail=%r",
                      self.my_sid, designated, new.version,

@@ -169,6 +169,17 @@ class Membership:
     def same_members(self, other: Membership) -> bool:
         return self.servers == other.servers
 
+    def designated_leader(self, previous: Membership, leader: int, acked: Iterable[int]) -> int:
+        """Leader.getDesignatedLeader: who leads this config once the reconfig that made it
+        commits. The leader that committed it, if it votes here at the same quorum address;
+        else the lowest new voter that acknowledged the reconfig (each has every committed
+        txn, the reconfig being the last); the leader itself if none did."""
+        before, after = previous.servers.get(leader), self.servers.get(leader)
+        if (leader in self.voters and before is not None and after is not None
+                and (before.host, before.quorum_port) == (after.host, after.quorum_port)):
+            return leader
+        return min((sid for sid in acked if sid in self.voters and sid != leader), default=leader)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Membership) and self._bytes == other._bytes
 
