@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from conformance_tests.servers import HOST, free_port
+from conformance_tests.servers import HOST
 from zkcompat.cli import ensemble_state
-from zkcompat.cli.ensemble_plan import plan, write_files
+from zkcompat.cli.ensemble_plan import free_ports, plan, ports_of, write_files
 from zkcompat.cli.ensemble_process import spawn, stop_members, wait_serving
 
 from .conftest import PROMETHEUS_PROVIDER, http_get
@@ -39,7 +39,7 @@ class Member:
     def __init__(self, m: ensemble_state.Member):
         self.m = m
         self.sid = m.sid
-        self.admin_port = int(m.settings["admin.serverPort"])
+        self.admin_port = m.admin_port
         self.metrics_port = int(m.settings["metricsProvider.httpPort"])
 
     def get(self, command: str) -> dict:
@@ -55,11 +55,10 @@ class Member:
 def ensemble(tmp_path_factory) -> Iterator[tuple[ensemble_state.Ensemble, list[Member]]]:
     directory = Path(tmp_path_factory.mktemp("admin_ensemble")).resolve()
     ens = plan(directory, VOTERS, "zkcompat", {}, observers=OBSERVERS)
-    for m in ens.members.values():
-        m.settings = {"admin.enableServer": "true", "admin.serverAddress": HOST,
-                      "admin.serverPort": free_port(),
-                      "metricsProvider.className": PROMETHEUS_PROVIDER,
-                      "metricsProvider.httpHost": HOST, "metricsProvider.httpPort": free_port()}
+    metrics_ports = free_ports(len(ens.members), avoid=ports_of(ens))
+    for m, metrics_port in zip(ens.members.values(), metrics_ports, strict=True):
+        m.settings = {"metricsProvider.className": PROMETHEUS_PROVIDER,
+                      "metricsProvider.httpHost": HOST, "metricsProvider.httpPort": metrics_port}
     write_files(ens)
     try:
         for m in ens.members.values():

@@ -21,7 +21,7 @@ from unittest import mock
 import pytest
 from kazoo.client import KazooClient
 
-from conformance_tests.servers import HOST, free_port
+from conformance_tests.servers import HOST
 from zkcompat.cli import ensemble_state, launch
 from zkcompat.cli.ensemble_plan import plan, write_files
 from zkcompat.cli.ensemble_process import server_mode, spawn, stop_members, wait_serving
@@ -62,7 +62,7 @@ class Member:
         self.m = m
         self.sid = m.sid
         self.kind = m.kind
-        self.admin_port = int(m.settings["admin.serverPort"])
+        self.admin_port = m.admin_port
 
     def get(self, command: str) -> dict:
         return json.loads(http_get(self.admin_port, f"/commands/{command}"))
@@ -116,8 +116,7 @@ def phases(tmp_path_factory) -> Iterator[dict[str, dict[int, dict]]]:
     directory = Path(tmp_path_factory.mktemp("admin_mixed")).resolve()
     ens = plan(directory, 3, KINDS, {})
     for m in ens.members.values():
-        m.settings = {**FAST, "admin.enableServer": "true", "admin.serverAddress": HOST,
-                      "admin.serverPort": free_port()}
+        m.settings = dict(FAST)
     write_files(ens)
     members = {sid: Member(m) for sid, m in ens.members.items()}
     try:

@@ -26,7 +26,7 @@ from unittest import mock
 import pytest
 from click.testing import CliRunner
 
-from conformance_tests.servers import HOST, free_port
+from conformance_tests.servers import HOST
 from zkcompat.cli import launch
 from zkcompat.cli.ensemble import ensemble
 from zkcompat.cli.ensemble_plan import plan, write_files
@@ -100,10 +100,9 @@ class Lone:
 
 def _start_lone(directory: Path, kind: str) -> Lone:
     ens = plan(directory, 3, kind, {})
-    admin_port = free_port()
+    admin_port = ens.members[1].admin_port
     for m in ens.members.values():
-        m.settings = {**SETTINGS, "admin.enableServer": "true", "admin.serverAddress": HOST,
-                      "admin.serverPort": admin_port if m.sid == 1 else free_port()}
+        m.settings = dict(SETTINGS)
     write_files(ens)
     m = ens.members[1]
     with mock.patch.object(launch, "ZOOKEEPER_LOGGING_JARS",

@@ -5,6 +5,7 @@ ensemble's planned, a stopped one's kept), then its myid and zoo.cfg written fro
 from __future__ import annotations
 
 import socket
+from collections.abc import Collection
 from pathlib import Path
 
 import click
@@ -24,18 +25,29 @@ PORTS_PER_SERVER = 4
 PORT_MAX = 65535
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct loopback ports that were free a moment ago (all bound at once)."""
-    sockets = []
+def free_ports(n: int, avoid: Collection[int] = ()) -> list[int]:
+    """n distinct loopback ports that were free a moment ago (all bound at once), none of
+    them in avoid: ports handed out earlier and closed since, which the kernel may give
+    out again."""
+    sockets, ports = [], []
     try:
-        for _ in range(n):
+        while len(ports) < n:
             s = socket.socket()
             s.bind((HOST, 0))
             sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
+            if s.getsockname()[1] not in avoid:
+                ports.append(s.getsockname()[1])
+        return ports
     finally:
         for s in sockets:
             s.close()
+
+
+def ports_of(ensemble: Ensemble) -> set[int]:
+    """Every port the ensemble's members bind, for free_ports(avoid=...)."""
+    return {p for m in ensemble.members.values()
+            for p in (m.client_port, m.quorum_port, m.election_port, m.admin_port)
+            if p is not None}
 
 
 def member_kinds(kind: str, size: int) -> list[str]:
