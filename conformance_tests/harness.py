@@ -295,6 +295,17 @@ def _call_with_timeout(fn: Callable, args: tuple, kw: dict):
     return twin(*args, **kw).get(timeout=CALL_TIMEOUT_S)
 
 
+def wait_until(predicate: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Poll until predicate() holds (True) or timeout_s passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+
+
 def error_name(err: int) -> str:
     if err == 0:
         return "ok"

@@ -27,7 +27,14 @@ from kazoo.security import (
 )
 
 from .deliberate import exists_needs_read
-from .harness import REGISTRY, Scenario, close_admin_clients, run_differential, scenario
+from .harness import (
+    REGISTRY,
+    Scenario,
+    close_admin_clients,
+    run_differential,
+    scenario,
+    wait_until,
+)
 from .rawclient import REPLY_HEADER, ConnectionClosed, int32, ustring
 from .servers import ServerProcess, start_zkcompat, start_zookeeper
 
@@ -321,6 +328,9 @@ def acl_bad_auth_scheme_auth_failed(env):
     env.record("frames", frames)
     zk = env.client()
     env.call("kazoo add_auth bad scheme", zk.add_auth, "nosuchscheme", "x")
+    # kazoo fails the call before its connection thread moves the state to
+    # LOST, so reading the state at once races that thread.
+    wait_until(lambda: zk.state != "CONNECTED", timeout_s=5.0)
     env.record("kazoo state after", str(zk.state))
 
 

@@ -539,16 +539,6 @@ def expect(env, ok: bool, what: str) -> None:
         env.problems.append(what)
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-
-
 def no_read_acl() -> list[ACL]:
     return [ACL(PERMS_ALL & ~READ, Id("world", "anyone"))]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Scenario, close_admin_clients, run_differential
+from .harness import Scenario, close_admin_clients, run_differential, wait_until
 from .servers import ServerProcess, start_zkcompat, start_zookeeper
 from .test_scenarios_api39 import (
     ADD_WATCH_PERSISTENT_RECURSIVE,
@@ -48,7 +48,6 @@ from .test_scenarios_api39 import (
     set_data_payload,
     set_quota,
     ustring,
-    wait_until,
 )
 
 SELFTEST = os.environ.get("CONFORMANCE_SELFTEST", "") not in ("", "0")
