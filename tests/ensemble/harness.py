@@ -18,6 +18,7 @@ from pathlib import Path
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
 
 from zkcompat.cli.ensemble_process import is_ours, server_mode
 from zkcompat.cli.ensemble_state import Member, load_state
@@ -515,33 +516,47 @@ CONFIG_NODE = "/zookeeper/config"
 
 
 def read_tree(client: KazooClient, root: str) -> dict[str, tuple[bytes, tuple]]:
-    """Every znode under root (root included): path -> (data, full Stat)."""
+    """Every znode under root (root included): path -> (data, full Stat). One level at a
+    time, pipelined; children are listed only where the Stat says there are some (most
+    znodes are leaves, so this halves the requests)."""
     out = {}
     todo = [root]
     while todo:
-        paths, todo = todo, []
-        got = [(p, client.get_async(p), client.get_children_async(p)) for p in paths]
-        for path, data_result, children_result in got:
-            data, stat = data_result.get(timeout=OP_TIMEOUT_S)
+        got = [(p, client.get_async(p)) for p in todo]
+        parents = []
+        for path, result in got:
+            data, stat = result.get(timeout=OP_TIMEOUT_S)
+            if stat.numChildren:
+                parents.append(path)
             stat = tuple(stat)
             if path == CONFIG_NODE:
                 # Each server sets its mtime from its own clock (ZooKeeper's too:
                 # ZKDatabase.initConfigInZKDatabase), so no two servers agree on it.
                 stat = stat[:3] + (None,) + stat[4:]
             out[path] = (data, stat)
-            base = path.rstrip("/")
-            todo += [f"{base}/{c}" for c in children_result.get(timeout=OP_TIMEOUT_S)]
+        listed = [(p.rstrip("/"), client.get_children_async(p)) for p in parents]
+        todo = [f"{base}/{c}" for base, result in listed
+                for c in result.get(timeout=OP_TIMEOUT_S)]
     return out
 
 
-def check_trees_agree(ensemble: Ensemble, root: str, sids: Iterable[int] | None = None) -> int:
-    """sync, then every server holds the same znodes under root with the same data and the
-    same Stat (czxid, mzxid, times, versions, owner, pzxid). Returns the znode count."""
+Trees = dict[int, dict[str, tuple[bytes, tuple]]]  # sid -> read_tree's answer there
+STAT_VERSION = ZnodeStat._fields.index("version")
+
+
+def read_trees(ensemble: Ensemble, root: str, sids: Iterable[int] | None = None) -> Trees:
+    """sync on each server, then read the tree under root there."""
     trees = {}
     for sid in ensemble.sids if sids is None else sids:
         client = ensemble.client_on(sid)
         client.sync(root)
         trees[sid] = read_tree(client, root)
+    return trees
+
+
+def assert_trees_agree(trees: Trees, root: str) -> int:
+    """Every server holds the same znodes under root with the same data and the same Stat
+    (czxid, mzxid, times, versions, owner, pzxid). Returns the znode count."""
     first_sid, first = next(iter(trees.items()))
     for sid, tree in trees.items():
         if tree != first:
@@ -553,6 +568,33 @@ def check_trees_agree(ensemble: Ensemble, root: str, sids: Iterable[int] | None 
                                  f"only on {first_sid}: {only_a}; only on {sid}: {only_b}; "
                                  f"different: {differ}")
     return len(first)
+
+
+def check_trees_agree(ensemble: Ensemble, root: str, sids: Iterable[int] | None = None) -> int:
+    """sync, then assert_trees_agree over every server (or sids)."""
+    return assert_trees_agree(read_trees(ensemble, root, sids), root)
+
+
+def assert_acked_in(trees: Trees, acked: AckedWrites, ensemble: Ensemble) -> int:
+    """check_acked_everywhere's assertion on trees already read (after a sync, with the
+    load paused) under a root that holds every acknowledged write: one read of each
+    server serves both checks. Returns the number of znodes checked."""
+    latest = acked.latest()
+    assert latest, "no write was ever acknowledged: nothing to check"
+    for sid, tree in trees.items():
+        lost = []
+        for a in latest.values():
+            if a.path not in tree:
+                lost.append(f"{a.path} v{a.version}: not on server.{sid}")
+                continue
+            data, stat = tree[a.path]
+            version = stat[STAT_VERSION]
+            if version < a.version or (version == a.version and data != a.data):
+                lost.append(f"{a.path} acked v{a.version} {a.data!r}, "
+                            f"server.{sid} has v{version} {data!r}")
+        assert not lost, (f"server.{sid} lost {len(lost)} of {len(latest)} acknowledged "
+                          f"writes: {lost[:10]}\n{ensemble.log_tails()}")
+    return len(latest)
 
 
 def ensure_created(client: KazooClient, path: str, data: bytes = b"") -> None:

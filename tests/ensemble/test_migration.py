@@ -52,9 +52,10 @@ from .harness import (
     Ensemble,
     Writer,
     _env,
-    check_acked_everywhere,
-    check_trees_agree,
+    assert_acked_in,
+    assert_trees_agree,
     close_client,
+    read_trees,
     wait_for,
     write_batch,
 )
@@ -487,7 +488,6 @@ class World:
     def _check(self, what: str) -> None:
         assert self.driver.failure is None, f"{what}: {self.driver.failure}"
         assert not self.acked.violations, f"{what}: {self.acked.violations}"
-        check_acked_everywhere(self.ensemble, self.acked)
         self._check_sessions(what)
         self._check_lock(what)
         version = self.driver.version
@@ -499,8 +499,10 @@ class World:
             "watcher\n" + "\n".join(self.java.lines[-20:]))
         self.watch_account = self.kazoo_watcher.account(what, version)
         opened = len(self.ensemble.clients)
-        try:
-            nodes = check_trees_agree(self.ensemble, ROOT)
+        try:  # every acknowledged write is under ROOT: one read of each member checks both
+            trees = read_trees(self.ensemble, ROOT)
+            assert_acked_in(trees, self.acked, self.ensemble)
+            nodes = assert_trees_agree(trees, ROOT)
         finally:  # each member's own client: closed, not left to expire when it stops
             for client in self.ensemble.clients[opened:]:
                 close_client(client)
