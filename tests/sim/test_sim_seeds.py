@@ -11,12 +11,24 @@ SEEDS_PER_TEST = 25
 CI_SEEDS = {3: 300, 5: 60}
 
 
-@pytest.mark.parametrize(("servers", "first"), [
-    (servers, first) for servers, count in CI_SEEDS.items()
-    for first in range(1, count + 1, SEEDS_PER_TEST)])
-def test_ci_seeds(servers, first):
+def ci_batches() -> list[tuple[int, int, int]]:
+    """(servers, first seed, last seed) per test: CI_SEEDS[n] seeds from 1, in batches."""
+    return [(servers, first, min(first + SEEDS_PER_TEST, count + 1) - 1)
+            for servers, count in CI_SEEDS.items()
+            for first in range(1, count + 1, SEEDS_PER_TEST)]
+
+
+def test_the_batches_run_exactly_the_ci_seeds():
+    for servers, count in CI_SEEDS.items():
+        seeds = [s for n, first, last in ci_batches() if n == servers
+                 for s in range(first, last + 1)]
+        assert seeds == list(range(1, count + 1)), servers
+
+
+@pytest.mark.parametrize(("servers", "first", "last"), ci_batches())
+def test_ci_seeds(servers, first, last):
     failed = []
-    for seed in range(first, first + SEEDS_PER_TEST):
+    for seed in range(first, last + 1):
         result = run_seed(seed, servers)
         if not result.ok:
             failed.append(f"seed {seed}: {result.failures[:3]} (replay: zkcompat sim --seed "
