@@ -22,6 +22,7 @@ import click
 import pytest
 from kazoo.client import KazooClient
 
+from zkcompat.cli import ensemble_plan
 from zkcompat.cli.ensemble_plan import plan, prepare, write_files
 from zkcompat.cli.ensemble_process import START_MODES, is_ours, spawn, wait_serving
 from zkcompat.cli.ensemble_state import Ensemble, Member, load_state, save_state, update_member
@@ -467,3 +468,22 @@ def test_a_server_just_spawned_is_not_taken_for_one_that_exited(tmp_path):
     assert wait_serving([member], START_MODES, 30.0) == {
         1: "process exited"}
     assert time.monotonic() - started < 5.0
+
+
+def test_free_ports_skips_the_ports_it_is_told_to_avoid(monkeypatch):
+    """The kernel hands a closed port out again: free_ports(avoid=...) must pass over one
+    that an ensemble already has, or a metrics port lands on a quorum port (stop 31)."""
+    handed_out = iter([7001, 7002, 7003, 7004])
+
+    class FakeSocket:
+        def bind(self, address):
+            self.port = next(handed_out)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(ensemble_plan.socket, "socket", FakeSocket)
+    assert ensemble_plan.free_ports(2, avoid={7001, 7003}) == [7002, 7004]
