@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import socket
 from collections import deque
 from collections.abc import Callable, Mapping
 
@@ -39,6 +40,14 @@ CONNECT_TIMEOUT_MS = 5000
 HEADER_TIMEOUT_MS = 5000
 RECONNECT_MIN_MS = 100
 RECONNECT_MAX_MS = 5000
+# Ours, not ZooKeeper's: a connection whose sent bytes stay unacknowledged this long is
+# dropped by the kernel (TCP_USER_TIMEOUT) and opened again. Without it, a link that lost
+# its packets for a while (a partition) keeps the connection, and TCP's retransmission
+# backoff, doubling from 200 ms, first tries again up to a partition's length after it
+# heals: a 5-server ensemble cut into a bridge for 30 s elected nobody for 25 s after
+# the heal (docs/faults.md). A paused peer's kernel still acknowledges, so a pause does
+# not drop the connection.
+UNACKED_TIMEOUT_MS = 5000
 READ_CHUNK_BYTES = 64 * 1024
 
 Address = tuple[str, int]
@@ -92,7 +101,9 @@ class QuorumCnxManager:
       when a new connection to that peer starts with nothing queued (SendWorker.run);
     - have_delivered() is haveDelivered(): true when SOME peer's queue is empty;
     - a malformed header or frame, or a header not complete within header_timeout_ms,
-      closes that one connection with a logged reason.
+      closes that one connection with a logged reason;
+    - (ours) a connection whose bytes stay unacknowledged for unacked_timeout_ms is dropped
+      by the kernel, and opened again while a message waits.
     With `security` (sslQuorum, portUnification) connections are opened and accepted as
     peer/links.py says, before the header. With `sasl` (quorum.auth.enableSasl) the opener
     authenticates after its header and the acceptor checks it there, before either looks
@@ -108,6 +119,7 @@ class QuorumCnxManager:
                  header_timeout_ms: int = HEADER_TIMEOUT_MS,
                  reconnect_min_ms: int = RECONNECT_MIN_MS,
                  reconnect_max_ms: int = RECONNECT_MAX_MS,
+                 unacked_timeout_ms: int = UNACKED_TIMEOUT_MS,
                  rng: random.Random | None = None,
                  security: QuorumTls | None = None,
                  sasl: QuorumSaslSettings | None = None) -> None:
@@ -120,6 +132,7 @@ class QuorumCnxManager:
         self.header_timeout_ms = header_timeout_ms
         self.reconnect_min_ms = reconnect_min_ms
         self.reconnect_max_ms = reconnect_max_ms
+        self.unacked_timeout_ms = unacked_timeout_ms
         self.rng = rng if rng is not None else random.Random()
         self.security = security
         self.sasl = sasl
@@ -360,6 +373,9 @@ class QuorumCnxManager:
         if peer.conn is not None:
             self._finish(peer.conn, "replaced by a new connection")
         conn = _Connection(sid, reader, writer, direction)
+        sock = writer.get_extra_info("socket")
+        if sock is not None and hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.unacked_timeout_ms)
         peer.conn = conn
         peer.connected.set()
         self._log(logging.INFO, "election_connected", sid=sid, direction=direction,
