@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     total = args.rounds * len(cases)
     print(table(outcomes, args.mix), flush=True)
     print(f"nemesis: {total - failed} of {total} rounds passed", flush=True)
+    if args.dir is None and not failed:
+        shutil.rmtree(base, ignore_errors=True)  # each passed round's folder is gone already
     return 1 if failed else 0
 
 

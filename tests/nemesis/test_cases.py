@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -41,10 +39,9 @@ def test_case(nemesis, case, seed):
 
 
 @pytest.mark.timeout(ROUND_TIMEOUT_S)
-def test_a_failure_inside_leaves_no_server_table_or_mount():
+def test_a_failure_inside_leaves_no_server_table_or_mount(tmp_path):
     with pytest.raises(RuntimeError, match="planted"), \
-            spread_ensemble(Path(tempfile.mkdtemp(prefix="nemesis-teardown-")), "disk-fail",
-                            0) as rig:
+            spread_ensemble(tmp_path / "teardown", "disk-fail", 0) as rig:
         rig.disk.fault("delay fsync 100")
         rig.ens.signal(rig.ens.sids[0], signal.SIGSTOP)  # close() must still stop it
         members = list(rig.ens.members().values())
