@@ -220,9 +220,11 @@ def _load(ensemble: ManagedEnsemble, wl: TreeWorkload, sizes: EnsembleScaleSizes
     log(f"  load on {ensemble.kind}: {sizes.znodes:,} znodes in {wall:.1f} s "
         f"({rate or 0:,.0f} creates/s, p99 {res.percentile(0.99):.1f} ms), RSS "
         f"{', '.join(f'{b / MB:,.0f}' for b in rss1)} MB, "
-        f"{sum(growth) / len(growth):,.0f} B per znode")
+        f"{sum(growth) / len(growth):,.0f} B per znode, {res.reconnects} reconnects "
+        f"({res.resent_existing} creates sent again found applied)")
     return [
         ("load time, parents included (s)", "{:.1f}", wall),
+        ("sessions reconnected during the load", "{:,.0f}", res.reconnects),
         ("creates per second", "{:,.0f}", rate),
         ("create latency p50 (ms)", "{:.2f}", res.percentile(0.5)),
         ("create latency p99 (ms)", "{:.2f}", res.percentile(0.99)),

@@ -7,6 +7,10 @@ a duration (throughput) or a total number of requests (loading data) ends the ru
 a rate the load is offered instead, open loop: requests go out at that pace to sessions
 with fewer than `inflight` outstanding, and those due when every session is full are
 counted as missed, not sent later. `run_loads` runs several plans side by side.
+
+A run with a total survives a server closing a session's connection, as a client would:
+the session reconnects (a new session) to the next address and sends again what was
+outstanding. A run with a duration fails instead, its numbers being no longer comparable.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 
 from bench import wire
 from bench.workloads import SessionSlot, Workload
+from zkcompat.jute.constants import Code
 from zkcompat.jute.framing import FrameReader
 
 RECV_BYTES = 1 << 18
@@ -30,6 +35,14 @@ RESULT_GRACE_S = 120.0  # after the planned end, how long a client process may t
 START_DELAY_S = 0.3  # every process starts at one moment a little after all are ready
 LATENCY_SAMPLES_MAX = 1_000_000
 PACE_TICK_S = 0.001  # with a rate: how long a client process waits for replies at most
+CONNECT_TIMEOUT_S = 10.0  # one connect and handshake
+# With a total: how long one outage of a session may last, trying each address in turn,
+# before the run fails; a ZooKeeper follower that lost its leader serves again once a new
+# one is elected, within seconds.
+RECONNECT_MAX_S = 60.0
+RECONNECT_PAUSE_S = 0.2  # between two connect attempts
+NO_REPLY_MAX_S = 60.0  # with a total: no reply (nor reconnect) for this long fails the run
+NODEEXISTS = int(Code.NODEEXISTS)
 
 
 @dataclass
@@ -66,6 +79,10 @@ class LoadResult:
     cpu_window_s: float = 0.0
     offered: int = 0  # with a rate: requests due inside the measured window
     missed: int = 0  # ... of which not sent, every session having `inflight` outstanding
+    reconnects: int = 0  # with a total: sessions opened again after the server closed one
+    # ... requests sent again on the new session whose reply was NODEEXISTS: the create was
+    # applied before the connection closed, so it counts as done, not as an error
+    resent_existing: int = 0
 
     @property
     def cpu_per_kop(self) -> float | None:
@@ -86,37 +103,88 @@ class LoadResult:
         return lat[min(len(lat) - 1, int(q * len(lat)))]
 
 
-class _Session:
-    __slots__ = ("sock", "reader", "out", "requests", "sent_at", "xid", "outstanding",
-                 "writing")
-
-    def __init__(self, address, requests) -> None:
-        self.sock = socket.create_connection(address, timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.sendall(wire.connect_request())
-        self.reader = FrameReader(wire.MAX_FRAME_BYTES)
+def _open(address: tuple[str, int], timeout_s: float) -> tuple[socket.socket, FrameReader]:
+    """A new session (id 0) on `address`, its handshake read; the socket non-blocking."""
+    sock = socket.create_connection(address, timeout=timeout_s)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(wire.connect_request())
+        reader = FrameReader(wire.MAX_FRAME_BYTES)
         frames: list[bytes] = []
         while not frames:
-            data = self.sock.recv(4096)
+            data = sock.recv(4096)
             if not data:
                 raise wire.WireError("closed during the handshake")
-            frames = self.reader.feed(data)
+            frames = reader.feed(data)
         if len(frames) > 1:
             raise wire.WireError("unexpected frames after the handshake")
-        self.sock.setblocking(False)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, reader
+
+
+class _Session:
+    """One session's connection and its outstanding requests. With `frames` (a run with a
+    total) it keeps each outstanding request's bytes by xid, so that `reconnect` can send
+    them again on a new session."""
+
+    __slots__ = ("sock", "reader", "out", "requests", "sent_at", "xid", "outstanding",
+                 "writing", "at", "frames", "resent")
+
+    def __init__(self, addresses: list[tuple[str, int]], at: int, requests,
+                 keep_frames: bool) -> None:
+        self.sock, self.reader = _open(addresses[at], CONNECT_TIMEOUT_S)
+        self.at = at  # the index in addresses of the server it is connected to
         self.out = bytearray()
         self.requests = requests
         self.sent_at: dict[int, float] = {}
         self.xid = 0
         self.outstanding = 0
         self.writing = False
+        self.frames: dict[int, bytes] | None = {} if keep_frames else None
+        self.resent: set[int] = set()  # outstanding xids sent on an earlier connection too
 
     def queue_next(self, now: float) -> None:
         op, record = next(self.requests)
         self.xid += 1
-        self.out += wire.request(self.xid, op, record)
+        data = wire.request(self.xid, op, record)
+        self.out += data
+        if self.frames is not None:
+            self.frames[self.xid] = data
         self.sent_at[self.xid] = now
         self.outstanding += 1
+
+    def reconnect(self, sel, addresses: list[tuple[str, int]]) -> None:
+        """The server closed the connection: a new session on the next address that takes
+        one (round robin, RECONNECT_PAUSE_S between attempts), registered with `sel`, and
+        every outstanding request queued on it again, in xid order, with its xid and its
+        first send time (so its latency includes the outage). The xids go on from where
+        they were. WireError if no address takes a session within RECONNECT_MAX_S."""
+        assert self.frames is not None, "only a run with a total reconnects"
+        assert self.frames.keys() == self.sent_at.keys()
+        sel.unregister(self.sock)
+        self.sock.close()
+        deadline = time.monotonic() + RECONNECT_MAX_S
+        last = "no attempt"
+        while True:
+            self.at = (self.at + 1) % len(addresses)
+            left_s = deadline - time.monotonic()
+            try:
+                self.sock, self.reader = _open(addresses[self.at],
+                                               max(0.1, min(CONNECT_TIMEOUT_S, left_s)))
+                break
+            except (OSError, wire.WireError) as e:
+                last = f"{addresses[self.at]}: {type(e).__name__}: {e}"
+            if time.monotonic() + RECONNECT_PAUSE_S >= deadline:
+                raise wire.WireError(f"the server closed a session and none took a new one "
+                                     f"within {RECONNECT_MAX_S:g} s (last: {last})")
+            time.sleep(RECONNECT_PAUSE_S)
+        self.out = bytearray(b"".join(self.frames[xid] for xid in sorted(self.sent_at)))
+        self.resent.update(self.sent_at)
+        self.writing = False
+        sel.register(self.sock, selectors.EVENT_READ, self)
 
 
 def _client_process(index: int, plan: LoadPlan, ready, go, results) -> None:
@@ -128,11 +196,12 @@ def _client_process(index: int, plan: LoadPlan, ready, go, results) -> None:
 
 
 def _run_client(index: int, plan: LoadPlan, ready, go):
+    budgeted = plan.total_requests is not None  # only such a run survives a closed session
     sessions = []
     for s in range(plan.sessions):
         slot = SessionSlot(index, s)
-        address = plan.addresses[(index * plan.sessions + s) % len(plan.addresses)]
-        sessions.append(_Session(address, plan.workload.requests(slot)))
+        at = (index * plan.sessions + s) % len(plan.addresses)
+        sessions.append(_Session(plan.addresses, at, plan.workload.requests(slot), budgeted))
     ready.put(("ready", index, None))
     if not go.wait(READY_TIMEOUT_S):
         raise TimeoutError("no start signal")
@@ -166,6 +235,16 @@ def _run_client(index: int, plan: LoadPlan, ready, go):
     record_latency = plan.latencies
     unpack = wire.REPLY_HEADER.unpack_from
     last_reply = start_at
+    stalled_from = start_at  # the last reply or reconnect
+    reconnects = resent_existing = 0
+
+    def lost(sess: _Session) -> None:
+        """The server closed sess's connection (budgeted runs only)."""
+        nonlocal reconnects, stalled_from
+        sess.reconnect(sel, plan.addresses)
+        reconnects += 1
+        stalled_from = time.monotonic()
+
     while True:
         now = time.monotonic()
         if rate is not None and now < end_at:
@@ -185,65 +264,89 @@ def _run_client(index: int, plan: LoadPlan, ready, go):
                     missed += due if counted else 0
                     break
         for sess in sessions:
-            _flush(sel, sess)
+            if not _flush(sel, sess, budgeted):
+                lost(sess)
         if now >= end_at:
             break
         if budget is not None and issued >= budget and all(s.outstanding == 0 for s in sessions):
             break
         for key, mask in sel.select(timeout=0.5 if rate is None else PACE_TICK_S):
             sess = key.data
-            if mask & selectors.EVENT_WRITE:
-                _flush(sel, sess)
+            if mask & selectors.EVENT_WRITE and not _flush(sel, sess, budgeted):
+                lost(sess)
+                continue
             if not mask & selectors.EVENT_READ:
                 continue
             try:
                 data = sess.sock.recv(RECV_BYTES)
             except BlockingIOError:
                 continue
+            except OSError:  # ConnectionResetError and the like
+                if not budgeted:
+                    raise
+                data = b""
             if not data:
-                raise wire.WireError("the server closed a session")
+                if not budgeted:
+                    raise wire.WireError("the server closed a session")
+                lost(sess)
+                continue
             now = time.monotonic()
             for body in sess.reader.feed(data):
                 xid, _, err = unpack(body)
                 if xid in (wire.NOTIFICATION_XID, wire.PING_XID):
                     continue
                 sent = sess.sent_at.pop(xid)
+                if sess.frames is not None:
+                    del sess.frames[xid]
                 sess.outstanding -= 1
                 total += 1
                 if err:
-                    errors[err] += 1
+                    if err == NODEEXISTS and xid in sess.resent:
+                        resent_existing += 1  # applied before the old connection closed
+                    else:
+                        errors[err] += 1
+                if sess.resent:
+                    sess.resent.discard(xid)
                 if measure_from <= now < end_at:
                     replies += 1
                     if record_latency and len(lat) < LATENCY_SAMPLES_MAX:
                         lat.append((now - sent) * 1000.0)
-                last_reply = now
+                last_reply = stalled_from = now
                 if rate is None and now < end_at and (budget is None or issued < budget):
                     sess.queue_next(now)
                     issued += 1
-        if budget is not None and time.monotonic() - last_reply > 60:
-            raise TimeoutError("no reply for 60 s")
+        if budget is not None and time.monotonic() - stalled_from > NO_REPLY_MAX_S:
+            raise TimeoutError(f"no reply for {NO_REPLY_MAX_S:g} s")
     for sess in sessions:
         sess.sock.close()  # the sessions expire on the server; nothing waits for that
     window = (min(end_at, time.monotonic()) - measure_from) if plan.duration_s else \
         (last_reply - start_at)
     return ("ok", index, {"replies": replies if plan.duration_s else total, "total": total,
                           "seconds": window, "errors": dict(errors), "lat": lat.tobytes(),
-                          "offered": offered, "missed": missed})
+                          "offered": offered, "missed": missed, "reconnects": reconnects,
+                          "resent_existing": resent_existing})
 
 
-def _flush(sel, sess: _Session) -> None:
+def _flush(sel, sess: _Session, budgeted: bool) -> bool:
+    """Sends what the socket takes of sess.out; False if the connection is broken and the
+    run is budgeted (the caller reconnects the session), else a broken one raises."""
     if not sess.out:
-        return
+        return True
     try:
         n = sess.sock.send(sess.out)
     except BlockingIOError:
         n = 0
+    except OSError:  # BrokenPipeError, ConnectionResetError: the server closed it
+        if not budgeted:
+            raise
+        return False
     del sess.out[:n]
     want_write = bool(sess.out)
     if want_write != sess.writing:
         sess.writing = want_write
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
         sel.modify(sess.sock, events, sess)
+    return True
 
 
 class _Go:
@@ -381,6 +484,8 @@ def _merge(plan: LoadPlan, results, procs: list, start_at: float, cpu) -> LoadRe
         merged.errors.update(detail["errors"])
         merged.offered += detail["offered"]
         merged.missed += detail["missed"]
+        merged.reconnects += detail["reconnects"]
+        merged.resent_existing += detail["resent_existing"]
         seconds.append(detail["seconds"])
         lat.frombytes(detail["lat"])
     merged.seconds = max(seconds)

@@ -258,10 +258,11 @@ def test_tiny_ensemble_scale_run_on_zkcompat_reports_every_phase(tmp_path):
            if r["section"].startswith("ensemble scale")}
     jvm_only = {"ZooKeeper heap given per server (MB)",
                 "JVM live heap per znode, leader, after a full GC (B)"}
-    assert len(got) == 28
+    assert len(got) == 29
     missing = [m for m, v in got.items() if m not in jvm_only and v is None]
     assert not missing
     assert got["creates per second"] > 0 and got["create latency p99 (ms)"] > 0
+    assert got["sessions reconnected during the load"] == 0
     assert got["znodes on the leader (mntr)"] >= 2000 + 10  # the znodes and their parents
     assert got["tree data + paths (mntr approximate_data_size, MB)"] > 2000 * 1024 / (1 << 20)
     assert got["RSS per server after load, mean (MB)"] > 1
