@@ -14,7 +14,7 @@ import pytest
 
 from bench import cli, scenarios, sessions
 from bench.loadgen import LoadPlan, run_load
-from bench.servers import ManagedEnsemble, ManagedServer
+from bench.servers import ManagedEnsemble
 from bench.workloads import WORKLOADS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,14 +98,6 @@ def test_levels_split_over_processes():
     assert scenarios.Level.parse("64x16").shape(2) == scenarios.ClientShape(2, 32, 16)
     assert scenarios.Level.parse("1x1").shape(4) == scenarios.ClientShape(1, 1, 1)
     assert scenarios.Level.parse("9x2").shape(2) == scenarios.ClientShape(1, 9, 2)
-
-
-@pytest.fixture(scope="module")
-def zkcompat_server(tmp_path_factory):
-    server = ManagedServer("zkcompat", tmp_path_factory.mktemp("bench-server"))
-    server.start("/")
-    yield server
-    server.stop()
 
 
 @pytest.mark.timeout(60)

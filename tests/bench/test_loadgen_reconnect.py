@@ -13,7 +13,6 @@ import pytest
 
 from bench import loadgen, wire
 from bench.loadgen import LoadPlan, run_load
-from bench.servers import ManagedServer
 from bench.workloads import CreateWorkload
 
 LOOPBACK = "127.0.0.1"
@@ -21,14 +20,6 @@ CUT_AFTER_BYTES = 2048  # client -> server bytes the cut connection forwards fir
 APPLY_WAIT_S = 0.3  # before the cut: time for the server to apply what it was sent
 TOTAL_REQUESTS = 2000
 RUN_TIMEOUT_S = 60
-
-
-@pytest.fixture(scope="module")
-def zkcompat_server(tmp_path_factory):
-    server = ManagedServer("zkcompat", tmp_path_factory.mktemp("bench-reconnect"))
-    server.start("/")
-    yield server
-    server.stop()
 
 
 class ClosingProxy:
