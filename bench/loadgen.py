@@ -105,9 +105,8 @@ class LoadResult:
 
 def _open(address: tuple[str, int], timeout_s: float) -> tuple[socket.socket, FrameReader]:
     """A new session (id 0) on `address`, its handshake read; the socket non-blocking."""
-    sock = socket.create_connection(address, timeout=timeout_s)
+    sock = wire.connect(*address, timeout_s=timeout_s)
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(wire.connect_request())
         reader = FrameReader(wire.MAX_FRAME_BYTES)
         frames: list[bytes] = []
