@@ -20,17 +20,18 @@ DIGEST = [r.ACL(1, r.Id("digest", "bob:abc"))]
 def state(tree: DataTree) -> dict:
     out = {}
     for path, n in tree.nodes.items():
-        out[path] = (n.data, n.acl, n.stat(), sorted(n.children or ()))
+        out[path] = (n.data, n.acl, n.stat(), sorted(n.children or ()), n.digest)
     return {"nodes": out, "sessions": dict(tree.sessions), "eph": tree.ephemerals,
-            "containers": tree.containers}
+            "containers": tree.containers, "digest": tree.digest}
 
 
 class Writer:
     """Drives a tree with random txns, as the pipeline would."""
 
-    def __init__(self, tree, seed):
+    def __init__(self, tree, seed, suffixes=("",)):
         self.tree = tree
         self.rng = random.Random(seed)
+        self.suffixes = suffixes  # of new nodes' names, drawn at random
         self.zxid = tree.last_processed_zxid
         self.txns = []
 
@@ -42,7 +43,8 @@ class Writer:
         leaves = [p for p in paths if p != "/" and not tree.nodes[p].children]
         roll = rng.random()
         if roll < 0.5 or not leaves:
-            name = f"{'' if parent == '/' else parent}/n{self.zxid}"
+            suffix = rng.choice(self.suffixes) if len(self.suffixes) > 1 else ""
+            name = f"{'' if parent == '/' else parent}/n{self.zxid}{suffix}"
             owner_session = rng.random() < 0.2 and not tree.nodes[parent].ephemeralOwner
             body = r.CreateTxn(name, rng.randbytes(rng.randrange(0, 50)) if rng.random() < 0.9 else None,
                                rng.choice([WORLD, DIGEST]), bool(owner_session and parent == "/"),
@@ -64,7 +66,9 @@ class Writer:
 def seeded_tree(seed=1, steps=600):
     tree = DataTree()
     tree.apply(Txn(r.TxnHeader(99, 0, 1, 5, OpCode.CREATE_SESSION), r.CreateSessionTxn(3000)))
-    w = Writer(tree, seed)
+    # Non-ASCII names too, a lone surrogate among them: zkcompat's snapshots keep it, and
+    # the loader hashes each path as Java's getBytes does (UTF-8, "?" for the surrogate).
+    w = Writer(tree, seed, suffixes=("", "", "\u00e9", "\U0001f600", "\udc80"))
     for _ in range(steps):
         w.step()
     return tree, w

@@ -87,6 +87,8 @@ def assert_same_tree(a: DataTree, b: DataTree) -> None:
             assert getattr(node, f) == getattr(other, f), (path, f)
             assert type(node.data) is type(other.data), path  # None stays None
         assert (node.children or set()) == (other.children or set()), path
+        assert node.digest == other.digest, path  # cached by the reader as it reads
+    assert a.digest == b.digest == tree_digest(a)
     assert a.sessions == b.sessions
     assert a.ephemerals == b.ephemerals
     assert (a.containers, a.ttls) == (b.containers, b.ttls)

@@ -37,6 +37,14 @@ OP_NAMES = {
 }
 
 
+def printable(text: str) -> str:
+    """text as UTF-8 can print it: a lone surrogate, which a znode path may hold (jute's
+    ustring keeps it), shown as a backslash escape ("\\udc80") rather than failing."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def op_name(op: int) -> str:
     return OP_NAMES.get(op, f"unknown({op})")
 
@@ -123,9 +131,9 @@ def format_record(op: int, body) -> str:
 def format_txn(txn: Txn) -> str:
     """One TxnLogToolkit line: time, session, cxid, zxid, type, details."""
     h = txn.hdr
-    return (f"{format_time(h.time)} session 0x{h.clientId & 0xFFFFFFFFFFFFFFFF:x} "
-            f"cxid 0x{h.cxid & 0xFFFFFFFF:x} zxid 0x{h.zxid:x} {op_name(h.type)} "
-            f"{format_record(h.type, txn.body)}").rstrip()
+    return printable(f"{format_time(h.time)} session 0x{h.clientId & 0xFFFFFFFFFFFFFFFF:x} "
+                     f"cxid 0x{h.cxid & 0xFFFFFFFF:x} zxid 0x{h.zxid:x} {op_name(h.type)} "
+                     f"{format_record(h.type, txn.body)}").rstrip()
 
 
 # -- snapshots ----------------------------------------------------------------------------
@@ -153,7 +161,7 @@ def format_znode(path: str, node: ZNode, with_data: bool = False) -> list[str]:
     st = node.stat()
     lines = [
         "----",
-        path,
+        printable(path),
         f"  cZxid = 0x{st.czxid:x}",
         f"  ctime = {format_time(st.ctime)}",
         f"  mZxid = 0x{st.mzxid:x}",
