@@ -63,7 +63,7 @@ def tree_from_snapshot(snap: zkformat.ZkSnapshot) -> DataTree:
                 raise ZkFormatError(f"{snap.path.name}: node {path} has no parent {parent}")
     tree.sessions = dict(snap.sessions)
     tree.last_processed_zxid = snap.zxid
-    tree.rebuild_indexes(digested=True)
+    tree.rebuild_indexes()
     return tree
 
 

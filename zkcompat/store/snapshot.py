@@ -255,7 +255,7 @@ class SnapshotStore:
             raise SnapshotCorruption(f"{name}: {loaded} nodes found, manifest says {count}")
         tree.sessions = sessions
         tree.last_processed_zxid = start
-        tree.rebuild_indexes(digested=True)
+        tree.rebuild_indexes()
         return tree
 
 

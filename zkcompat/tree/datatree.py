@@ -200,26 +200,17 @@ class DataTree:
         prefix = "/" if path == ROOT else path + "/"
         return sum(1 for p in self.nodes if p.startswith(prefix))
 
-    def rebuild_indexes(self, digested: bool = False) -> None:
+    def rebuild_indexes(self) -> None:
         """After nodes were loaded from a snapshot: children sets and the owner and quota
-        indexes, all derived from the nodes themselves, and the tree's digest. `digested`:
-        each node's digest is cached already (tree/nodecodec's reader hashes as it reads),
-        so the tree's is their sum; else every node is hashed again."""
+        indexes, all derived from the nodes themselves."""
         nodes = self.nodes
         for node in nodes.values():
             node.children = None
         self.ephemerals, self.containers, self.ttls, self.quota_paths = {}, set(), set(), set()
-        total = 0
         for path, node in nodes.items():
-            if digested:
-                d = node.digest
-                if d is not None:
-                    total += d
             if path == ROOT:
                 continue
-            i = path.rfind("/")  # paths.split_parent, inline: a million calls at a restart
-            parent_path = "/" if i == 0 else path[:i]
-            child = path[i + 1:]
+            parent_path, child = split_parent(path)
             parent = nodes[parent_path]  # snapshots hold parents of every node
             if parent.children is None:
                 parent.children = {child}
@@ -231,14 +222,10 @@ class DataTree:
                 self.quota_paths.add(parent_path[len(QUOTA):])
         # DataTree.deserialize ends in setupQuota: every quota's stats are counted afresh.
         # A fuzzy snapshot's stats node can be older or newer than the nodes it counts,
-        # and the log replayed after it would then count some changes twice. Stats nodes
-        # are under /zookeeper/, where digests count 0: the sum above stays right.
+        # and the log replayed after it would then count some changes twice.
         for path in self.quota_paths:
             self._recount_quota(path)
-        if digested and self.digest_enabled:
-            self.digest = as_java_long(total)
-        else:
-            self.recompute_digest()
+        self.recompute_digest()
 
     # -- digest -----------------------------------------------------------------
 

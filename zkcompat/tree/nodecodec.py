@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from zlib import crc32
 
 from zkcompat.jute.text import java_utf8_decode, java_utf8_encode
 from zkcompat.tree.acl import OPEN_ACL_UNSAFE, AclTuple
 from zkcompat.tree.datatree import ZNode
-from zkcompat.tree.digest import DIGEST_STAT, ROOT_DIGEST_PATH, ZOOKEEPER_NODE_SUBTREE, path_bytes
 from zkcompat.tree.paths import ROOT
 
 # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID: the ACL id of a node whose ACL is null,
@@ -64,10 +62,7 @@ class NodeLayout:
     it) at the end mark, or None when `view` ends inside the node. A length below -1 (or
     below 0 for a path) or above `length_max_bytes` raises NodeFormatError as soon as it
     is read, whatever follows; so does a ref that `acls` lacks. The ZNode read has no
-    children set (DataTree.rebuild_indexes makes them) and has its digest cached: hashing
-    the path and data bytes while they are in hand, with the stat fields already unpacked,
-    costs about half of hashing the loaded tree afterwards (1.2 against 2.3 µs for a node
-    of 1 KB; docs/benchmarks.md, "Restart and rejoin: the decode").
+    children set and no cached digest: DataTree.rebuild_indexes makes both.
     """
 
     __slots__ = ("name", "write", "read")
@@ -113,8 +108,6 @@ def _reader(tail: struct.Struct, root_bytes: bytes, decode_path: Callable[[bytes
     unpack_int, unpack_tail, tail_size = _INT.unpack_from, tail.unpack_from, tail.size
     new = ZNode.__new__
     open_acl = OPEN_ACL_UNSAFE
-    pack_digest_stat = DIGEST_STAT.pack
-    uncounted = ZOOKEEPER_NODE_SUBTREE.encode()  # digests of nodes under it are None
 
     def read(view: memoryview, off: int, acls: Mapping[int, AclTuple],
              length_max_bytes: int = LENGTH_ANY) -> Decoded | None:
@@ -142,13 +135,8 @@ def _reader(tail: struct.Struct, root_bytes: bytes, decode_path: Callable[[bytes
             return None
         if raw == root_bytes:
             path = ROOT
-            crc = crc32(ROOT_DIGEST_PATH)
-        elif raw.isascii():
-            path = raw.decode("ascii")
-            crc = crc32(raw)
         else:
-            path = decode_path(raw)
-            crc = crc32(path_bytes(path))
+            path = raw.decode("ascii") if raw.isascii() else decode_path(raw)
         (ref, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner,
          pzxid) = unpack_tail(view, t0)
         if ref == open_acl_id:
@@ -159,14 +147,7 @@ def _reader(tail: struct.Struct, root_bytes: bytes, decode_path: Callable[[bytes
                 raise NodeFormatError(t0, f"node {path} refers to ACL {ref}, which is not "
                                           "in the ACL cache")
         node = new(ZNode)
-        if dlen == -1:
-            node.data = None
-        else:
-            node.data = data = view[d0 + 4:t0].tobytes()
-            crc = crc32(data, crc)
-        # digest.calculate_digest, from the bytes in hand
-        node.digest = None if raw.startswith(uncounted) else crc32(pack_digest_stat(
-            czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner), crc)
+        node.data = None if dlen == -1 else view[d0 + 4:t0].tobytes()
         node.acl = acl
         node.czxid, node.mzxid, node.ctime, node.mtime = czxid, mzxid, ctime, mtime
         node.version, node.cversion, node.aversion = version, cversion, aversion

@@ -376,7 +376,7 @@ class SnapReader:
         tree.nodes = self.nodes
         tree.sessions = self.sessions
         tree.last_processed_zxid = self.zxid
-        tree.rebuild_indexes(digested=True)
+        tree.rebuild_indexes()
         return SnapResult(tree, self._rest)
 
     def _fail(self, off: int, message: str) -> SnapStreamError:
