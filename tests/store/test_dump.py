@@ -16,7 +16,7 @@ from zkcompat.jute.constants import Code, OpCode
 from zkcompat.store import dump
 from zkcompat.store.datadir import DataDir
 from zkcompat.store.txnlog import txn_key
-from zkcompat.tree.datatree import DataTree
+from zkcompat.tree.datatree import DataTree, ZNode
 from zkcompat.tree.txn import Txn
 
 from .test_snapshot import Writer
@@ -214,3 +214,11 @@ def test_register_is_idempotent_and_joins_existing_groups():
 ])
 def test_txn_details(txn, expected):
     assert dump.format_txn(txn).split(" zxid 0x3 ", 1)[1] == expected
+
+
+def test_znode_with_a_lone_surrogate_in_its_path_and_acl_prints():
+    node = ZNode(b"x", ((31, "digest", "u\udc80:p"),), 2, 2000, 0)
+    lines = dump.format_znode("/a\udc80", node)
+    assert lines[1] == "/a\\udc80"
+    assert "  acl = [31,digest:u\\udc80:p]" in lines
+    "\n".join(lines).encode("utf-8")  # what click.echo does with them

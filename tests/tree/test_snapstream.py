@@ -87,7 +87,7 @@ def assert_same_tree(a: DataTree, b: DataTree) -> None:
             assert getattr(node, f) == getattr(other, f), (path, f)
             assert type(node.data) is type(other.data), path  # None stays None
         assert (node.children or set()) == (other.children or set()), path
-        assert node.digest == other.digest, path  # cached by the reader as it reads
+        assert node.digest == other.digest, path  # each loaded node's, as rebuild_indexes hashes it
     assert a.digest == b.digest == tree_digest(a)
     assert a.sessions == b.sessions
     assert a.ephemerals == b.ephemerals

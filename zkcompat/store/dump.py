@@ -173,7 +173,7 @@ def format_znode(path: str, node: ZNode, with_data: bool = False) -> list[str]:
         f"  ephemeralOwner = 0x{node.ephemeralOwner & 0xFFFFFFFFFFFFFFFF:x}",
         f"  dataLength = {st.dataLength}",
         f"  numChildren = {st.numChildren}",
-        f"  acl = {format_acl(node.acl)}",
+        printable(f"  acl = {format_acl(node.acl)}"),
     ]
     if with_data:
         data = node.data
