@@ -208,7 +208,7 @@ def test_register_is_idempotent_and_joins_existing_groups():
         (OpCode.CHECK, r.CheckVersionTxn("/c", 1)),
         (OpCode.SET_DATA, r.SetDataTxn("/c", b"x" * 70, 2))]),
      "multi check:/c,version=1;setData:/c,'" + "x" * 64 + "'...(+6 bytes),version=2"),
-    # a path may hold a lone surrogate (jute's ustring keeps one): escaped, not a crash
+    # a lone surrogate (a store could hold one, though no client can send it): escaped
     (Txn(r.TxnHeader(1, 2, 3, 0, OpCode.DELETE), r.DeleteTxn("/\u00e9\udc80")),
      "delete /\u00e9\\udc80"),
 ])

@@ -38,8 +38,10 @@ OP_NAMES = {
 
 
 def printable(text: str) -> str:
-    """text as UTF-8 can print it: a lone surrogate, which a znode path may hold (jute's
-    ustring keeps it), shown as a backslash escape ("\\udc80") rather than failing."""
+    """text as UTF-8 can print it: a lone surrogate shown as a backslash escape
+    ("\\udc80") rather than failing. No client can create one (the wire decodes an
+    encoded surrogate to U+FFFD, as Java does), but zkcompat's snapshots would keep one,
+    and a tool that reads a store prints whatever it finds."""
     if text.isascii():
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
