@@ -79,10 +79,24 @@ def raise_nofile_limit(needed: int = 0) -> int:
     return soft
 
 
+_HANDED_OUT: set[int] = set()  # every port free_port has returned in this process
+_FREE_PORT_TRIES = 1000
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A loopback port that was free a moment ago and that this process has not handed out
+    before. The kernel may give out a port it just closed again, so two calls in a row could
+    name one port (a zoo.cfg whose quorum and election ports were the same made ZooKeeper
+    exit: "Client and election port must be different")."""
+    for _ in range(_FREE_PORT_TRIES):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError(f"no loopback port this process has not handed out already "
+                       f"({len(_HANDED_OUT):,} handed out)")
 
 
 def parse_connect_string(text: str) -> list[tuple[str, int]]:
